@@ -1,0 +1,233 @@
+"""Configuration: one typed view of master.conf plus the environment.
+
+Sources, later ones winning:
+  1. the defaults declared on ``Settings`` (each documented in Deployment/master.conf.template);
+  2. the shell-style ``KEY=VALUE`` conf file (``Configurations/master.conf`` of the repository
+     the tool runs from, or ``--config PATH``), parsed by python-dotenv without interpolation,
+     so a value is taken literally and never executed;
+  3. environment variables of the same name.
+
+Keys the conf holds for other scripts are ignored: a homelab's master.conf is shared.
+``AI_OPENAI_API_KEY`` and ``AI_DOCK_TOKEN`` are secrets: ``Settings.redacted()`` hides them and
+``repr`` never shows them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from dotenv import dotenv_values
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key and the source."""
+
+
+def tool_root() -> Path:
+    """The repository the tool runs from: the git work tree holding this package's folder.
+
+    Falls back to the folder above ``AI/`` when that is not a git work tree (a plain copy).
+    """
+    here = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "--show-toplevel"],
+            capture_output=True, text=True, check=False, timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return here
+    top = out.stdout.strip()
+    return Path(top) if out.returncode == 0 and top else here
+
+
+def _xdg(var: str, fallback: str) -> Path:
+    base = os.environ.get(var) or str(Path.home() / fallback)
+    return Path(base) / "varaverk"
+
+
+def _bool(key: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ConfigError(f"{key}: expected true or false, got {raw!r}")
+
+
+def _int(key: str, raw: str, minimum: int | None = None) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{key}: expected a whole number, got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"{key}: must be at least {minimum}, got {value}")
+    return value
+
+
+def _float(key: str, raw: str) -> float:
+    try:
+        return float(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{key}: expected a number, got {raw!r}") from None
+
+
+def split_list(raw: str) -> list[str]:
+    """Split a comma- or space-separated conf value into its non-empty items."""
+    return [item for item in raw.replace(",", " ").split() if item]
+
+
+SECRET_KEYS = frozenset({"AI_OPENAI_API_KEY", "AI_DOCK_TOKEN", "AI_FLEET_TOKEN"})
+EMBED_BACKENDS = ("local", "ollama", "openai")
+GEN_BACKENDS = ("ollama", "openai")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every AI_* setting, typed. Field names are the conf keys in lower case.
+
+    Build with ``load_settings``; tests may construct one directly or use ``replace``.
+    Paths are absolute. Durations are seconds.
+    """
+
+    ai_enabled: bool = False
+    ai_repo_root: Path = field(default_factory=tool_root)
+    ai_data_dir: Path = field(default_factory=lambda: _xdg("XDG_DATA_HOME", ".local/share"))
+    ai_log_dir: Path = field(default_factory=lambda: _xdg("XDG_STATE_HOME", ".local/state") / "log")
+    ai_embed_backend: str = "local"
+    ai_embed_model: str = ""  # empty: the backend's default model
+    ai_embed_batch: int = 32
+    ai_ollama_hosts: tuple[str, ...] = ("http://127.0.0.1:11434",)
+    ai_openai_base_url: str = "http://127.0.0.1:8080/v1"
+    ai_openai_api_key: str = field(default="", repr=False)
+    ai_gen_backend: str = "ollama"
+    ai_gen_model: str = "qwen2.5:3b"
+    ai_gen_num_ctx: int = 8192
+    ai_http_timeout: float = 120.0
+    ai_top_k: int = 5
+    ai_min_score: float = 0.0  # 0: use the calibrated default of the search module
+    ai_index_lock_timeout: float = 60.0
+    ai_index_on_pull: bool = False
+    ai_host_name: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
+    ai_token_db: Path | None = None  # None: AI_DATA_DIR/tokens.db
+    ai_token_retain_rows: int = 20000
+    ai_token_cache_dir: Path = Path("/tmp/varaverk-tokens")
+    ai_hosts_conf: Path | None = None  # None: Configurations/hosts.conf of the repository
+    ai_fleet_token: str = field(default="", repr=False)
+    ai_dock_bind: str = "127.0.0.1:8470"
+    ai_dock_token: str = field(default="", repr=False)
+    ai_dock_workers: int = 2
+    ai_chat_history_max: int = 10
+    ai_conf_read_keys: tuple[str, ...] = ()
+    ai_troubleshoot_log_dirs: tuple[str, ...] = ("/var/log",)
+    ai_health_mounts: tuple[str, ...] = ("/",)
+    ai_health_services: tuple[str, ...] = ()
+    ai_incidents_log: Path | None = None
+
+    @property
+    def index_path(self) -> Path:
+        """The SQLite index file: ``AI_DATA_DIR/index.sqlite``."""
+        return self.ai_data_dir / "index.sqlite"
+
+    @property
+    def token_db_path(self) -> Path:
+        """This host's ledger: ``AI_TOKEN_DB`` or ``AI_DATA_DIR/tokens.db``."""
+        return self.ai_token_db or self.ai_data_dir / "tokens.db"
+
+    @property
+    def hosts_conf_path(self) -> Path:
+        """The fleet's hosts conf: ``AI_HOSTS_CONF`` or ``Configurations/hosts.conf``."""
+        return self.ai_hosts_conf or self.ai_repo_root / "Configurations" / "hosts.conf"
+
+    def replace(self, **changes) -> "Settings":
+        """A copy with some fields changed (dataclasses.replace)."""
+        return dataclasses.replace(self, **changes)
+
+    def redacted(self) -> dict[str, str]:
+        """All settings as conf-style strings with secrets shown as ``<set>`` or ``<unset>``."""
+        out = {}
+        for f in dataclasses.fields(self):
+            key = f.name.upper()
+            value = getattr(self, f.name)
+            if key in SECRET_KEYS:
+                out[key] = "<set>" if value else "<unset>"
+            elif isinstance(value, tuple):
+                out[key] = " ".join(value)
+            else:
+                out[key] = "" if value is None else str(value)
+        return out
+
+
+def _convert(f: dataclasses.Field, key: str, raw: str, base: Path):
+    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    raw = raw.strip()
+    if kind == "bool":
+        return _bool(key, raw)
+    if kind == "int":
+        return _int(key, raw, minimum=0)
+    if kind == "float":
+        return _float(key, raw)
+    if kind.startswith("tuple"):
+        return tuple(split_list(raw))
+    if kind.startswith("Path"):
+        if not raw:
+            return None if "None" in kind else base
+        path = Path(os.path.expanduser(raw))
+        return path if path.is_absolute() else (base / path)
+    return raw
+
+
+def default_config_path(repo_root: Path | None = None) -> Path:
+    """``Configurations/master.conf`` of the repository the tool runs from."""
+    return (repo_root or tool_root()) / "Configurations" / "master.conf"
+
+
+def load_settings(config_path: str | os.PathLike | None = None,
+                  environ: Mapping[str, str] | None = None) -> Settings:
+    """Read the conf file (if present) and the environment into ``Settings``.
+
+    Args:
+        config_path: an explicit conf file (``--config``); it must exist. ``None`` reads
+            ``AI_CONFIG`` from the environment, else the default conf, which may be absent.
+        environ: the environment to read (default ``os.environ``).
+
+    Relative paths in values resolve against the repository root. Raises ConfigError for a
+    missing explicit conf, an unreadable file or a value of the wrong type, naming the key.
+    """
+    env = os.environ if environ is None else environ
+    explicit = config_path or env.get("AI_CONFIG")
+    root = tool_root()
+    path = Path(explicit) if explicit else default_config_path(root)
+    values: dict[str, str] = {}
+    if explicit and not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    if path.is_file():
+        try:
+            parsed = dotenv_values(path, interpolate=False)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from None
+        values.update({k: v for k, v in parsed.items() if k.startswith("AI_") and v is not None})
+    values.update({k: v for k, v in env.items() if k.startswith("AI_") and k != "AI_CONFIG"})
+
+    fields = {f.name.upper(): f for f in dataclasses.fields(Settings)}
+    repo_raw = values.get("AI_REPO_ROOT", "").strip()
+    repo_root = Path(os.path.expanduser(repo_raw)).resolve() if repo_raw else root
+    kwargs: dict[str, object] = {"ai_repo_root": repo_root}
+    for key, raw in values.items():
+        f = fields.get(key)
+        if f is None or key == "AI_REPO_ROOT":
+            continue
+        kwargs[f.name] = _convert(f, key, raw, repo_root)
+    settings = Settings(**kwargs)
+    if settings.ai_embed_backend not in EMBED_BACKENDS:
+        raise ConfigError(f"AI_EMBED_BACKEND: expected one of {', '.join(EMBED_BACKENDS)}, "
+                          f"got {settings.ai_embed_backend!r}")
+    if settings.ai_gen_backend not in GEN_BACKENDS:
+        raise ConfigError(f"AI_GEN_BACKEND: expected one of {', '.join(GEN_BACKENDS)}, "
+                          f"got {settings.ai_gen_backend!r}")
+    return settings

@@ -1,0 +1,24 @@
+"""Shared fixtures. Area-specific fixtures live in each area's own conftest.py."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support.repos import make_harborlab
+
+
+@pytest.fixture(scope="session")
+def harborlab_pristine(tmp_path_factory) -> Path:
+    """One harborlab repository per session; copy it (``harborlab``) before changing it."""
+    return make_harborlab(tmp_path_factory.mktemp("pristine") / "harborlab")
+
+
+@pytest.fixture
+def harborlab(harborlab_pristine, tmp_path) -> Path:
+    """A private copy of the harborlab repository that a test may change."""
+    dest = tmp_path / "harborlab"
+    shutil.copytree(harborlab_pristine, dest, symlinks=True)
+    return dest
