@@ -128,6 +128,15 @@ class Settings:
     ai_health_mounts: tuple[str, ...] = ("/",)
     ai_health_services: tuple[str, ...] = ()
     ai_incidents_log: Path | None = None
+    # Which tracked files are which kind: space-separated globs ("**" crosses folders).
+    ai_globs_header: tuple[str, ...] = ("**/*.sh", "**/*.bash", "**/*.py", "**/*.php", "**/*.pl")
+    ai_globs_readme: tuple[str, ...] = ("**/README-*.md",)
+    ai_globs_manual: tuple[str, ...] = ("**/Manual-*.md",)
+    ai_globs_template: tuple[str, ...] = ("Deployment/*.template", "**/*.env.example",
+                                          "**/.env.example", "**/*.conf.example",
+                                          "**/*.yml.example", "**/*.yaml.example")
+    ai_globs_doc: tuple[str, ...] = ("README.md", "Manual.md", "Notes_*.md", "**/README.md",
+                                     "docs/**/*.md", "docs/**/*.mdx", "doc/**/*.md")
 
     @property
     def index_path(self) -> Path:
