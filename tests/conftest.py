@@ -22,3 +22,15 @@ def harborlab(harborlab_pristine, tmp_path) -> Path:
     dest = tmp_path / "harborlab"
     shutil.copytree(harborlab_pristine, dest, symlinks=True)
     return dest
+
+
+@pytest.fixture
+def model_server():
+    """A started ``tests.support.model_server.ModelServer`` on 127.0.0.1 (stopped afterwards).
+
+    Knobs (dimensions, scripted replies, failure injection...) are documented in that module.
+    """
+    from tests.support.model_server import ModelServer
+
+    with ModelServer() as server:
+        yield server
