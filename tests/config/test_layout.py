@@ -1,0 +1,38 @@
+"""House rules that keep the project runnable: module names, entry point headers."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SECTIONS = ["PURPOSE", "OPERATIONAL MODEL", "DESIGN PRINCIPLES", "OPERATIONAL SAFEGUARDS",
+            "CONFIGURATION", "RUNTIME MODES"]
+
+
+def tracked(*patterns: str) -> list[Path]:
+    out = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", *patterns],
+                         capture_output=True, check=True).stdout
+    return [ROOT / p for p in out.decode().split("\0") if p]
+
+
+def test_no_module_shadows_the_standard_library():
+    # Entry points run as files put their own folder first on sys.path.
+    for folder in ("AI", "Plugin", "Tools"):
+        for path in (ROOT / folder).glob("*.py"):
+            assert path.stem not in sys.stdlib_module_names, path
+
+
+def test_every_entry_point_carries_the_six_sections_in_order():
+    entry_points = [p for p in tracked("AI/*.py", "Plugin/*.py", "Tools/*.py")
+                    if "__main__" in p.read_text(encoding="utf-8")]
+    assert entry_points, "no entry points found"
+    for path in entry_points:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        assert lines[0].startswith("#!"), f"{path.name}: no shebang"
+        found = [re.sub(r"^[#\s]*|[\s:]*$", "", line) for line in lines[:300]]
+        positions = [found.index(s) if s in found else -1 for s in SECTIONS]
+        assert -1 not in positions, f"{path.name}: missing {SECTIONS[positions.index(-1)]}"
+        assert positions == sorted(positions), f"{path.name}: sections out of order"
