@@ -36,3 +36,10 @@ def test_every_entry_point_carries_the_six_sections_in_order():
         positions = [found.index(s) if s in found else -1 for s in SECTIONS]
         assert -1 not in positions, f"{path.name}: missing {SECTIONS[positions.index(-1)]}"
         assert positions == sorted(positions), f"{path.name}: sections out of order"
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+                if line.strip() and not line.lstrip().startswith("#")]
+    assert ci_lines[-1] in readme, "the last line of .ci/run must be README command 2"
