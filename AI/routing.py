@@ -1,0 +1,133 @@
+"""Section routing: the shape of a question decides which header section gets a score boost.
+
+A question's *shape* is read from its wording with a few cue patterns (no model involved), and
+mapped to the header section that usually answers that kind of question, as
+../shared/header-convention.md lays the six sections out:
+
+    shape               cue (examples)                              section boosted
+    configuration       "how long", "default", "which port", NAMES  CONFIGURATION
+    safeguard           "prevent", "what stops", "protect", "safe"  OPERATIONAL SAFEGUARDS
+    runtime_mode        "flag", "--option", "mode", "dry run"       RUNTIME MODES
+    design              "why ..."                                   DESIGN PRINCIPLES
+    operational_model   "how does X work/decide/check"              OPERATIONAL MODEL
+    definitional        "what is X", "what does X mean"             PURPOSE
+    procedure, other    "how do I", "what should I do"              (none)
+
+The boost is added to the fused score of chunks of that section; it is a boost, never a
+filter, so it cannot exclude the chunk that holds the answer (the search module's tests check
+that). ``route`` is cheap (a handful of regular expressions) and runs on every query.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SHAPE_SECTIONS: dict[str, str | None] = {
+    "configuration": "CONFIGURATION",
+    "safeguard": "OPERATIONAL SAFEGUARDS",
+    "runtime_mode": "RUNTIME MODES",
+    "design": "DESIGN PRINCIPLES",
+    "operational_model": "OPERATIONAL MODEL",
+    "definitional": "PURPOSE",
+    "procedure": None,
+    "other": None,
+}
+
+# Cue patterns per shape, each with a weight. They are matched case-insensitively against the
+# question; the shape with the highest total wins (ties go to the earlier shape in _ORDER).
+_CUES: dict[str, list[tuple[str, float]]] = {
+    "safeguard": [
+        (r"\b(prevent|prevents|preventing|protect|protects|protection|safeguard|guard)\b", 2.0),
+        (r"\b(what|which)\b[^?]{0,40}\b(stop|stops|keeps?|limits?|blocks?)\b", 2.0),
+        (r"\bfrom (being |getting )?\w+ing\b", 1.0),
+        (r"\b(tricked|abuse|brute[- ]?forc\w*|accidental\w*|by mistake|refuses?|interlock)\b", 1.5),
+        (r"\bwhat happens (if|when)\b[^?]*\b(fail|fails|dies|doesn't|does not|isn't|full|fills|down)\b", 1.5),
+        (r"\bcould\b[^?]*\b(delete|wipe|lose|overwrite|destroy|remove)\b", 1.5),
+        (r"\b(won't|will not|never)\b", 0.5),
+        (r"\bsafe(ly|ty)?\b", 1.0),
+    ],
+    "configuration": [
+        (r"\bdefault(s|ed)?\b", 2.0),
+        (r"\bhow (long|many|much|far|often|old|big|large|high|low)\b", 1.5),
+        (r"\b(longest|shortest|maximum|minimum|max|min|most|least|at what)\b", 1.0),
+        (r"\b(which|what) (\w+ ){0,2}(value|setting|variable|option|port|address|path|"
+         r"temperature|threshold|limit|interval|timeout|percentage|size|key)\b", 2.0),
+        (r"\b(setting|settings|configure|configured|configuration|config|variable|threshold|"
+         r"timeout|set to|what do i set|where do i put)\b", 1.0),
+        (r"(?-i:\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b)", 2.0),  # an UPPER_SNAKE key, case-sensitive
+    ],
+    "runtime_mode": [
+        (r"(^|\s)--[a-z][\w-]*", 2.0),
+        (r"\b(flag|switch|mode|modes|dry[- ]?run|rehearse|simulate|rollback|roll back|"
+         r"put \w+ back|restore|revert|status|verbose|one-off|by hand|manually)\b", 1.0),
+        (r"\bcan (i|the|it|you)\b[^?]*\b(run|copy|tell|show|rehearse|switch|toggle)\b", 0.75),
+    ],
+    "design": [
+        (r"^\s*why\b", 2.5),
+        (r"\bwhy (does|do|is|are|was|not)\b", 1.5),
+        (r"\b(rationale|reason|design|instead of|rather than|point in|bother|simpler)\b", 1.0),
+    ],
+    "operational_model": [
+        (r"\bhow (does|do|is|are) (?!i\b|we\b|you\b)(the |a |an )?[\w' -]{1,40}? (work|decide|check|find|get|"
+         r"run|handle|choose|pick|pass|spread|know|detect|select|schedule)\w*\b", 2.5),
+        (r"\b(in what order|what order|step by step|walk me through|what does it do)\b", 1.5),
+        (r"\bactually\b", 0.5),
+    ],
+    "definitional": [
+        (r"^\s*what(\s+is|'s|\s+was|\s+are|\s+were)\s+(a|an|the)?\s*[\w' -]{1,40}\??\s*$", 2.5),
+        (r"\bwhat (exactly )?(is|was|are) (a |an |the )?['\"`]?[\w-]+['\"`]?\b", 0.75),
+        (r"\bwhat does ['\"`]?[\w -]+['\"`]? mean\b", 2.5),
+        (r"\b(what is|what's) [\w' -]+ for\b", 2.0),
+        (r"\b(meaning of|definition of|difference between|different from)\b", 1.5),
+    ],
+    "procedure": [
+        (r"\bhow (do|can|should) i\b", 1.5),
+        (r"\bwhat (do|should) i do\b", 2.5),
+        (r"\b(steps?|recover|repair|fix|get back|set up|install|upgrade|replace)\b", 1.0),
+    ],
+}
+_ORDER = ("safeguard", "configuration", "runtime_mode", "design", "operational_model",
+          "definitional", "procedure")
+_COMPILED = {
+    shape: [(re.compile(p, re.IGNORECASE), w) for p, w in cues]
+    for shape, cues in _CUES.items()
+}
+
+
+@dataclass(frozen=True)
+class Route:
+    """The routing decision for one question.
+
+    Attributes:
+        shape: one of SHAPE_SECTIONS' keys ("other" when no cue matched).
+        section: the header section boosted for this shape, or None.
+        scores: every shape's cue total, for debugging and the evaluation report.
+    """
+
+    shape: str
+    section: str | None
+    scores: dict[str, float]
+
+
+def route(question: str) -> Route:
+    """Read the question's shape from its wording and name the section to boost.
+
+    Args:
+        question: the (standalone) question text.
+
+    Returns:
+        A Route. ``section`` is None for procedures and unrecognised questions: nothing is
+        boosted then, and retrieval ranks on content alone.
+    """
+    scores: dict[str, float] = {}
+    for shape in _ORDER:
+        total = 0.0
+        for pattern, weight in _COMPILED[shape]:
+            if pattern.search(question):
+                total += weight
+        scores[shape] = total
+    best = max(_ORDER, key=lambda s: (scores[s], -_ORDER.index(s)))
+    if scores[best] <= 0:
+        return Route("other", None, scores)
+    return Route(best, SHAPE_SECTIONS[best], scores)
