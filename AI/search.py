@@ -1,0 +1,596 @@
+"""Search: dense + lexical retrieval, fused, routed by question shape, with a relevance threshold.
+
+How one query is scored (``Retriever.search``):
+
+1. **Dense.** The query is embedded once (``Embedder.embed_query``: float32 (dim,), unit length)
+   and scored against the index's contiguous float32 matrix (n, dim) with ONE matrix-vector
+   product: cosine similarity, because every stored row is L2-normalised. Rows whose vector is
+   zero or not finite can never rank (masked). Top-k is ``np.argpartition`` then a sort of the
+   k survivors: O(n) plus O(k log k), no Python loop over rows.
+2. **Filters.** ``kind`` and ``section`` are hard filters: boolean masks over the rows that
+   compose (AND). A filtered-out row scores ``-inf`` and never ranks, in any retriever.
+3. **Lexical.** SQLite FTS5 BM25 (``Index.fts_search``) over the chunk text and its context
+   trail; it finds exact names (``MOVER_STOP_TIMEOUT``) that a small embedder blurs.
+4. **Fusion.** Weighted reciprocal rank fusion: ``w_d / (k0 + rank_dense) + w_l / (k0 +
+   rank_lexical)`` with ``k0 = 60``; a list a chunk is missing from adds nothing. Ranks, not raw
+   scores, so cosine and BM25 need no common scale. (Normalised-score fusion is available as
+   ``fusion="score"`` for the evaluation's comparison.)
+5. **Boosts** (added to the fused score; they reorder, they never remove):
+   - section routing (``varaverk.routing``): chunks of the section the question's shape points
+     to get ``SECTION_BOOST`` RRF units;
+   - exact names: a name written in the query (``MOVER_STOP_TIMEOUT``, ``--force-delete``,
+     ``auth.session_length``, anything in backticks) lifts the chunk *titled* with that name
+     above everything else, and chunks merely containing it a little. The name is also looked up
+     lexically on its own, so its chunk is a candidate even when the rest of the question is
+     about something else.
+6. **Relevance threshold.** ``Retriever.confident(hits)`` is False when the best cosine
+   similarity among the hits is below ``min_score`` (``AI_MIN_SCORE``, or the calibrated
+   ``DEFAULT_MIN_SCORE``) and no exact name matched: the caller then says "the documentation
+   does not cover this" and lists the nearest sources, without calling a model.
+
+Small-to-big: ``Retriever.expand`` hands the model the neighbouring parts of a split chunk and
+the parent section of a tiny chunk, within a character budget.
+
+Errors: ``IndexMissing`` / ``IndexMismatch`` from ``varaverk.store`` propagate from the
+constructor; embedding errors (``varaverk.embedding.EmbeddingError``) propagate from ``search``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from varaverk.routing import Route, route
+
+log = logging.getLogger(__name__)
+
+RRF_K = 60.0
+DENSE_WEIGHT = 1.0
+LEXICAL_WEIGHT = 1.0
+# Boosts in units of one top rank in one list (1 / (RRF_K + 1)).
+SECTION_BOOST = 0.5
+NAME_TITLE_BOOST = 10.0     # the chunk titled with a name written in the query goes first
+NAME_TEXT_BOOST = 0.5       # chunks that merely mention it get a nudge
+POOL = 50                   # candidates taken from each retriever before fusion
+# Calibrated on the dev sets' answerable vs unanswerable questions (see evaluation.py).
+DEFAULT_MIN_SCORE = 0.45
+NOT_COVERED = "The documentation does not cover this."
+
+_UNIT = 1.0 / (RRF_K + 1.0)
+
+
+@dataclass
+class Hit:
+    """One retrieved chunk.
+
+    Attributes:
+        chunk: the stored chunk (``varaverk.store.StoredChunk``: id + every Chunk field).
+        score: the fused score used for ranking (higher is better; RRF units plus boosts, or
+            the dense/lexical score itself in single-retriever modes).
+        dense: cosine similarity with the query in [-1, 1] (None when not scored densely).
+        lexical: BM25 score from FTS5, higher is better (None when not found lexically).
+        exact: True when a name written in the query is this chunk's title.
+        section_boosted: True when section routing boosted this chunk.
+    """
+
+    chunk: Any
+    score: float
+    dense: float | None = None
+    lexical: float | None = None
+    exact: bool = False
+    section_boosted: bool = False
+
+    def as_dict(self) -> dict:
+        """The stable JSON shape of a result (ai-query --json ``results`` items)."""
+        c = self.chunk
+        return {
+            "path": c.path, "kind": c.kind, "section": c.section, "title": c.title,
+            "start_line": c.start_line, "end_line": c.end_line,
+            "score": round(float(self.score), 6), "text": c.text,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring maths on plain numpy arrays (unit-tested on known matrices)
+# ---------------------------------------------------------------------------------------------
+
+def dense_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Cosine similarity of every row with the query: one matrix-vector product.
+
+    Args:
+        matrix: float32 (n, dim), C-contiguous, rows L2-normalised (zero rows allowed: score 0).
+        query: float32 (dim,), L2-normalised.
+
+    Returns:
+        float32 (n,) scores.
+    """
+    if matrix.shape[0] == 0:
+        return np.zeros(0, dtype=np.float32)
+    return matrix @ query.astype(matrix.dtype, copy=False)
+
+
+def valid_rows(matrix: np.ndarray) -> np.ndarray:
+    """Boolean (n,): rows that are finite and nonzero (only those may ever rank)."""
+    if matrix.shape[0] == 0:
+        return np.zeros(0, dtype=bool)
+    finite = np.isfinite(matrix).all(axis=1)
+    nonzero = np.einsum("ij,ij->i", np.nan_to_num(matrix), np.nan_to_num(matrix)) > 1e-12
+    return finite & nonzero
+
+
+def filter_mask(kinds: np.ndarray, sections: np.ndarray, kind: str | None = None,
+                section: str | None = None, base: np.ndarray | None = None) -> np.ndarray:
+    """Compose the hard filters into one boolean mask (AND).
+
+    Args:
+        kinds, sections: (n,) string arrays from the vector table.
+        kind: keep only this kind (exact, e.g. "header"); None keeps all.
+        section: keep only this section, compared case-insensitively; None keeps all.
+        base: a mask to start from (e.g. ``valid_rows``); None starts from all True.
+    """
+    mask = np.ones(len(kinds), dtype=bool) if base is None else base.copy()
+    if kind:
+        mask &= kinds == kind
+    if section:
+        mask &= np.char.upper(sections.astype(str)) == section.strip().upper()
+    return mask
+
+
+def top_k(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndarray:
+    """Row indices of the k best scores, best first, skipping masked-out rows.
+
+    ``np.argpartition`` selects the k best in O(n); only those k are sorted. Ties keep the
+    lower row index first (stable), so results are deterministic.
+    """
+    if k <= 0 or scores.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    s = scores if mask is None else np.where(mask, scores, -np.inf)
+    allowed = int(np.count_nonzero(np.isfinite(s))) if mask is not None else s.size
+    k = min(k, allowed)
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if k < s.size:
+        part = np.argpartition(-s, k - 1)[:k]
+    else:
+        part = np.arange(s.size)
+    order = np.lexsort((part, -s[part]))
+    out = part[order]
+    return out[np.isfinite(s[out])]
+
+
+def rrf(rankings: Sequence[Sequence[int]], k: float = RRF_K,
+        weights: Sequence[float] | None = None) -> dict[int, float]:
+    """Reciprocal rank fusion of ranked id lists.
+
+    ``score(id) = sum_i weights[i] / (k + rank_i(id))`` with 1-based ranks; an id missing from a
+    list gets nothing from it.
+
+    Returns:
+        {id: fused score}.
+    """
+    weights = list(weights) if weights is not None else [1.0] * len(rankings)
+    fused: dict[int, float] = {}
+    for ranking, w in zip(rankings, weights):
+        for rank, cid in enumerate(ranking, start=1):
+            fused[cid] = fused.get(cid, 0.0) + w / (k + rank)
+    return fused
+
+
+_NAME_PATTERNS = (
+    re.compile(r"`([^`\n]{2,80})`"),                          # anything in backticks
+    re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*[\w])"),         # --force-delete, -n
+    re.compile(r"\b([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)\b"),   # MOVER_STOP_TIMEOUT, loitering_time
+    re.compile(r"\b([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+)\b"),   # auth.session_length, config.yml
+)
+
+
+def exact_names(query: str) -> list[str]:
+    """Names written in the query that should find their own chunk first.
+
+    Recognises backticked spans, command-line flags (``--force-delete``), identifiers with an
+    underscore (``MOVER_STOP_TIMEOUT``) and dotted keys (``auth.session_length``). Single
+    dashes need at least two letters after them so "a-b" prose does not count.
+    """
+    names: list[str] = []
+    for pattern in _NAME_PATTERNS:
+        for m in pattern.finditer(query):
+            name = m.group(1).strip()
+            if name.startswith("-") and not name.startswith("--") and len(name) < 3:
+                continue
+            if name and name not in names:
+                names.append(name)
+    return names
+
+
+def normalise_title(title: str) -> str:
+    """A title as compared with a name: lower case, backticks, quotes and trailing ':' removed."""
+    return title.strip().strip("`'\"").rstrip(":").strip("`'\" ").lower()
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 MATCH expression for free text: its words OR-ed, each quoted (no syntax leaks).
+
+    Words are the ``\\w+`` runs of two or more characters, lower-cased, stop words removed,
+    deduplicated in order. Empty when no word is left.
+    """
+    words = []
+    for w in re.findall(r"\w+", text.lower()):
+        if len(w) < 2 or w in STOPWORDS or w in words:
+            continue
+        words.append(w)
+    return " OR ".join(f'"{w}"' for w in words)
+
+
+def fts_phrase(name: str) -> str:
+    """An FTS5 phrase query for an exact name: its word runs in order (``"mover stop timeout"``)."""
+    words = re.findall(r"\w+", name.lower())
+    return '"' + " ".join(words) + '"' if words else ""
+
+
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are aren't as at be because been before being
+below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't
+down during each few for from further had hadn't has hasn't have haven't having he her here hers
+herself him himself his how i i'm if in into is isn't it it's its itself just let's me more most
+my myself no nor not now of off on once only or other ought our ours ourselves out over own same
+she should shouldn't so some such than that that's the their theirs them themselves then there
+there's these they this those through to too under until up very was wasn't we were weren't what
+what's when where which while who whom why will with won't would wouldn't you your yours yourself
+yourselves s t d ll m re ve y get got also use used using does did i'd i've it'll
+""".split())
+
+
+# ---------------------------------------------------------------------------------------------
+# The retriever
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class _TableCache:
+    """Per vector-table arrays computed once (the table is cached by the index until it changes)."""
+
+    table: Any
+    valid: np.ndarray
+    row_of: dict[int, int]
+    sections_upper: np.ndarray
+
+
+@dataclass
+class SearchTrace:
+    """What the last search did (for --json debugging and the evaluation)."""
+
+    route: Route | None = None
+    names: list[str] = field(default_factory=list)
+    max_dense: float | None = None
+
+
+class Retriever:
+    """Hybrid retrieval over one index with one embedder. The dock holds one per process.
+
+    Args:
+        settings: ``varaverk.config.Settings`` (index path, embedder, ``ai_min_score``).
+        index: an open ``varaverk.store.Index``; None opens ``settings.index_path`` read-only
+            (raises ``IndexMissing`` when there is none).
+        embedder: a ``varaverk.embedding.Embedder``; None makes one from settings.
+        fusion: "rrf" (weighted reciprocal rank fusion, the default) or "score" (min-max
+            normalised dense + BM25/max, for comparison).
+        mode: "hybrid" (the default), "dense" or "lexical" (single retrievers, for the
+            evaluation's comparison; boosts still apply in "hybrid" only).
+        routing: False disables section routing (for measuring it).
+        min_score: relevance threshold on the best cosine similarity; None reads
+            ``settings.ai_min_score`` (0 there means ``DEFAULT_MIN_SCORE``).
+    """
+
+    def __init__(self, settings, index=None, embedder=None, *, fusion: str = "rrf",
+                 mode: str = "hybrid", routing: bool = True, min_score: float | None = None,
+                 dense_weight: float = DENSE_WEIGHT, lexical_weight: float = LEXICAL_WEIGHT,
+                 section_boost: float = SECTION_BOOST) -> None:
+        if index is None:
+            from varaverk.store import Index
+            index = Index.open(settings.index_path, readonly=True)
+        if embedder is None and mode != "lexical":
+            from varaverk.embedding import make_embedder
+            embedder = make_embedder(settings)
+        self.settings = settings
+        self.index = index
+        self.embedder = embedder
+        self.fusion = fusion
+        self.mode = mode
+        self.routing = routing
+        self.dense_weight = dense_weight
+        self.lexical_weight = lexical_weight
+        self.section_boost = section_boost
+        configured = getattr(settings, "ai_min_score", 0.0) or 0.0
+        self.min_score = float(min_score if min_score is not None
+                               else (configured if configured > 0 else DEFAULT_MIN_SCORE))
+        self._cache: _TableCache | None = None
+        self.last = SearchTrace()
+
+    # -- tables ---------------------------------------------------------------------------
+
+    def _table(self) -> _TableCache:
+        table = self.index.vector_table()
+        if self._cache is None or self._cache.table is not table:
+            ids = np.asarray(table.ids, dtype=np.int64)
+            self._cache = _TableCache(
+                table=table,
+                valid=valid_rows(table.matrix),
+                row_of={int(i): r for r, i in enumerate(ids.tolist())},
+                sections_upper=np.char.upper(np.asarray(table.sections).astype(str)),
+            )
+        return self._cache
+
+    def _mask(self, cache: _TableCache, kind: str | None, section: str | None) -> np.ndarray:
+        mask = cache.valid.copy()
+        if kind:
+            mask &= np.asarray(cache.table.kinds) == kind
+        if section:
+            mask &= cache.sections_upper == section.strip().upper()
+        return mask
+
+    # -- search ---------------------------------------------------------------------------
+
+    def search(self, query: str, k: int, kind: str | None = None,
+               section: str | None = None) -> list[Hit]:
+        """The k best chunks for ``query``, best first.
+
+        Args:
+            query: the (standalone) question.
+            k: how many hits (≥ 1).
+            kind: hard filter on the chunk kind (header|readme|manual|template|doc|...).
+            section: hard filter on the section name (case-insensitive).
+
+        Returns:
+            Up to k Hits; fewer when the filters leave fewer chunks. Empty for an empty index.
+        """
+        k = max(1, int(k))
+        cache = self._table()
+        table = cache.table
+        mask = self._mask(cache, kind, section)
+        ids = np.asarray(table.ids, dtype=np.int64)
+        names = exact_names(query)
+        rt = route(query) if (self.routing and self.mode == "hybrid") else None
+        self.last = SearchTrace(route=rt, names=names)
+        pool = max(POOL, k * 3)
+
+        dense_of: dict[int, float] = {}
+        dense_rank: list[int] = []
+        scores: np.ndarray | None = None
+        if self.mode in ("hybrid", "dense") and self.embedder is not None and len(ids):
+            q = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
+            scores = dense_scores(table.matrix, q)
+            rows = top_k(scores, pool if self.mode == "hybrid" else k, mask)
+            dense_rank = [int(ids[r]) for r in rows]
+            dense_of = {int(ids[r]): float(scores[r]) for r in rows}
+            if rows.size:
+                self.last.max_dense = float(scores[rows[0]])
+
+        lex_rank: list[int] = []
+        lex_of: dict[int, float] = {}
+        if self.mode in ("hybrid", "lexical"):
+            for cid, bm25 in self._lexical(fts_query(query), pool, cache, mask):
+                lex_rank.append(cid)
+                lex_of[cid] = bm25
+
+        if self.mode == "dense":
+            chosen = [(cid, dense_of[cid]) for cid in dense_rank[:k]]
+        elif self.mode == "lexical":
+            chosen = [(cid, lex_of[cid]) for cid in lex_rank[:k]]
+        else:
+            chosen = None
+
+        if chosen is not None:
+            chunks = self._chunks([cid for cid, _ in chosen])
+            return [Hit(chunks[cid], s, dense=dense_of.get(cid), lexical=lex_of.get(cid))
+                    for cid, s in chosen if cid in chunks]
+
+        # Hybrid: fuse, then boost.
+        name_ids: list[int] = []
+        for name in names:
+            for cid, bm25 in self._lexical(fts_phrase(name), 20, cache, mask):
+                if cid not in name_ids:
+                    name_ids.append(cid)
+                lex_of.setdefault(cid, bm25)
+        if self.fusion == "score":
+            fused = self._score_fusion(dense_of, lex_of, lex_rank)
+        else:
+            fused = rrf([dense_rank, lex_rank], RRF_K, [self.dense_weight, self.lexical_weight])
+        for cid in name_ids:
+            fused.setdefault(cid, 0.0)
+        if not fused:
+            return []
+        # Dense scores for candidates found only lexically (for the threshold and the report).
+        if scores is not None:
+            for cid in fused:
+                if cid not in dense_of and cid in cache.row_of:
+                    dense_of[cid] = float(scores[cache.row_of[cid]])
+        chunks = self._chunks(list(fused))
+        boosted_section = rt.section if rt else None
+        hits: list[Hit] = []
+        norm_names = [normalise_title(n) for n in names]
+        for cid, base in fused.items():
+            chunk = chunks.get(cid)
+            if chunk is None:
+                continue
+            if not self._passes(chunk, kind, section):
+                continue
+            score = base
+            exact = False
+            boosted = False
+            if boosted_section and (chunk.section or "").upper() == boosted_section:
+                score += self.section_boost * _UNIT
+                boosted = True
+            if norm_names:
+                title = normalise_title(chunk.title or "")
+                text = chunk.text.lower()
+                for n in norm_names:
+                    if title and (title == n or title.split()[0:1] == [n]):
+                        score += NAME_TITLE_BOOST * _UNIT
+                        exact = True
+                        break
+                    if n in text:
+                        score += NAME_TEXT_BOOST * _UNIT
+                        break
+            hits.append(Hit(chunk, score, dense=dense_of.get(cid), lexical=lex_of.get(cid),
+                            exact=exact, section_boosted=boosted))
+        hits.sort(key=lambda h: (-h.score, h.chunk.id))
+        return hits[:k]
+
+    def _score_fusion(self, dense_of: dict[int, float], lex_of: dict[int, float],
+                      lex_rank: list[int]) -> dict[int, float]:
+        """Min-max normalised dense plus BM25/max, weighted, scaled to RRF units."""
+        fused: dict[int, float] = {}
+        if dense_of:
+            lo, hi = min(dense_of.values()), max(dense_of.values())
+            span = (hi - lo) or 1.0
+            for cid, s in dense_of.items():
+                fused[cid] = self.dense_weight * (s - lo) / span
+        if lex_rank:
+            top = max(lex_of[c] for c in lex_rank) or 1.0
+            for cid in lex_rank:
+                fused[cid] = fused.get(cid, 0.0) + self.lexical_weight * lex_of[cid] / top
+        return {cid: s * _UNIT for cid, s in fused.items()}
+
+    def _lexical(self, match: str, limit: int, cache: _TableCache,
+                 mask: np.ndarray) -> list[tuple[int, float]]:
+        """FTS5 BM25 hits for a MATCH expression, restricted to rows the mask allows.
+
+        Chunks without a vector row (none in a healthy index) are kept and filtered later by
+        their own kind/section.
+        """
+        if not match:
+            return []
+        try:
+            found = self.index.fts_search(match, limit * 2 if mask is not None else limit)
+        except Exception as exc:  # a bad MATCH must cost the lexical half, not the query
+            log.warning("lexical search failed (%s); using dense results only", exc)
+            return []
+        out = []
+        for cid, bm25 in found:
+            row = cache.row_of.get(int(cid))
+            if row is not None and not mask[row]:
+                continue
+            out.append((int(cid), float(bm25)))
+            if len(out) >= limit:
+                break
+        return out
+
+    def _chunks(self, ids: list[int]) -> dict[int, Any]:
+        return {c.id: c for c in self.index.get_chunks(ids)} if ids else {}
+
+    @staticmethod
+    def _passes(chunk, kind: str | None, section: str | None) -> bool:
+        if kind and chunk.kind != kind:
+            return False
+        if section and (chunk.section or "").upper() != section.strip().upper():
+            return False
+        return True
+
+    # -- relevance ------------------------------------------------------------------------
+
+    def confident(self, hits: Sequence[Hit]) -> bool:
+        """Whether the hits are relevant enough to answer from.
+
+        True when some hit's cosine similarity reaches ``min_score``, or a name written in the
+        query is a hit's title. False for no hits. Below it, callers answer ``NOT_COVERED``
+        with the hits listed as the nearest sources, and call no model.
+        """
+        if not hits:
+            return False
+        if any(h.exact for h in hits):
+            return True
+        best = max((h.dense for h in hits if h.dense is not None), default=None)
+        if best is None:  # lexical-only mode: any BM25 hit counts
+            return any(h.lexical is not None for h in hits)
+        return best >= self.min_score
+
+    # -- small-to-big ---------------------------------------------------------------------
+
+    def expand(self, hits: Sequence[Hit], budget_chars: int) -> list[list[Any]]:
+        """Hand each hit with its neighbouring parts / parent section, within a budget.
+
+        For a hit that is one part of a split chunk (``part > 0``), the other parts of the same
+        chunk are added in line order; for a tiny chunk (under ``TINY_CHARS``), the other
+        chunks of the same file and section (its parent section) are added. Additions happen
+        only while the total stays within ``budget_chars``, best hit first; a chunk is never
+        given twice.
+
+        Returns:
+            One list of chunks per hit (the hit's own chunk included, in line order); a hit
+            whose own chunk no longer fits the budget gets an empty list.
+        """
+        seen: set[int] = set()
+        used = 0
+        groups: list[list[Any]] = []
+        for hit in hits:
+            c = hit.chunk
+            if c.id in seen:
+                groups.append([])
+                continue
+            own = len(c.text)
+            if used + own > budget_chars and groups:
+                groups.append([])
+                continue
+            seen.add(c.id)
+            used += own
+            group = [c]
+            if c.part > 0 or len(c.text) < TINY_CHARS:
+                for n in self._neighbours(c):
+                    if n.id in seen or used + len(n.text) > budget_chars:
+                        continue
+                    seen.add(n.id)
+                    used += len(n.text)
+                    group.append(n)
+            group.sort(key=lambda x: (x.start_line, x.part))
+            groups.append(group)
+        return groups
+
+    def _neighbours(self, chunk) -> list[Any]:
+        """Chunks stored next to ``chunk`` that belong with it (same path; same title for parts,
+        same section for a tiny chunk). Chunks of one file are stored consecutively, so the
+        ids around it are the candidates."""
+        span = NEIGHBOUR_SPAN
+        ids = [i for i in range(chunk.id - span, chunk.id + span + 1) if i != chunk.id and i > 0]
+        out = []
+        for n in self.index.get_chunks(ids):
+            if n.path != chunk.path:
+                continue
+            if chunk.part > 0:
+                if n.part > 0 and n.section == chunk.section and n.title == chunk.title:
+                    out.append(n)
+            elif chunk.section and n.section == chunk.section:
+                out.append(n)
+        out.sort(key=lambda x: abs(x.id - chunk.id))
+        return out
+
+
+TINY_CHARS = 200
+NEIGHBOUR_SPAN = 4
+
+
+def citations(hits: Iterable[Hit]) -> list[dict]:
+    """The sources list of an answer: one entry per distinct chunk, in rank order.
+
+    Each entry: {"citation": "path › SECTION › title", "path", "section", "title",
+    "start_line", "end_line", "score"}.
+    """
+    out = []
+    seen = set()
+    for h in hits:
+        c = h.chunk
+        if c.id in seen:
+            continue
+        seen.add(c.id)
+        out.append({"citation": citation_of(c), "path": c.path, "section": c.section,
+                    "title": c.title, "start_line": c.start_line, "end_line": c.end_line,
+                    "score": round(float(h.score), 6)})
+    return out
+
+
+def citation_of(chunk) -> str:
+    """``path › SECTION › title`` (empty parts left out) of a stored chunk."""
+    from varaverk.chunking import SEP
+    return SEP.join(p for p in (chunk.path, chunk.section, chunk.title) if p)

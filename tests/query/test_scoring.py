@@ -1,0 +1,126 @@
+"""Scoring maths on known matrices: cosine top-k, masks, RRF, exact names, routing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from varaverk.routing import SHAPE_SECTIONS, route
+from varaverk.search import (dense_scores, exact_names, filter_mask, fts_phrase, fts_query,
+                             normalise_title, rrf, top_k, valid_rows)
+
+
+def unit(*v):
+    a = np.asarray(v, dtype=np.float32)
+    return a / np.linalg.norm(a)
+
+
+@pytest.fixture
+def matrix():
+    rows = [unit(1, 0, 0), unit(0, 1, 0), unit(1, 1, 0), np.zeros(3, np.float32), unit(-1, 0, 0)]
+    return np.ascontiguousarray(np.stack(rows))
+
+
+def test_dense_scores_are_cosine(matrix):
+    q = unit(1, 0, 0)
+    s = dense_scores(matrix, q)
+    assert s.dtype == np.float32
+    np.testing.assert_allclose(s, [1.0, 0.0, 2 ** -0.5, 0.0, -1.0], atol=1e-6)
+
+
+def test_top_k_orders_best_first_and_is_deterministic_on_ties(matrix):
+    q = unit(1, 1, 0)
+    s = dense_scores(matrix, q)
+    # rows 0 and 1 tie at 0.7071; row 2 is 1.0
+    assert top_k(s, 3).tolist() == [2, 0, 1]
+    assert top_k(s, 1).tolist() == [2]
+    assert top_k(s, 99).tolist() == [2, 0, 1, 3, 4]
+
+
+def test_zero_vector_rows_never_rank(matrix):
+    valid = valid_rows(matrix)
+    assert valid.tolist() == [True, True, True, False, True]
+    s = dense_scores(matrix, unit(0, 0, 1))  # every row scores 0 or less
+    assert 3 not in top_k(s, 5, valid).tolist()
+    assert len(top_k(s, 5, valid)) == 4
+
+
+def test_nan_rows_never_rank():
+    m = np.array([[np.nan, 0, 0], [1, 0, 0]], dtype=np.float32)
+    assert valid_rows(m).tolist() == [False, True]
+
+
+def test_filters_compose(matrix):
+    kinds = np.array(["header", "header", "readme", "header", "header"])
+    sections = np.array(["CONFIGURATION", "Purpose", "CONFIGURATION", "PURPOSE", "PURPOSE"])
+    assert filter_mask(kinds, sections, kind="header").tolist() == [1, 1, 0, 1, 1]
+    assert filter_mask(kinds, sections, section="purpose").tolist() == [0, 1, 0, 1, 1]
+    both = filter_mask(kinds, sections, kind="header", section="PURPOSE", base=valid_rows(matrix))
+    assert both.tolist() == [False, True, False, False, True]
+    s = dense_scores(matrix, unit(1, 0, 0))
+    assert top_k(s, 5, both).tolist() == [1, 4]
+
+
+def test_top_k_with_everything_masked_is_empty(matrix):
+    s = dense_scores(matrix, unit(1, 0, 0))
+    assert top_k(s, 3, np.zeros(5, bool)).tolist() == []
+    assert top_k(np.zeros(0, np.float32), 3).tolist() == []
+
+
+def test_rrf_values():
+    fused = rrf([[10, 20, 30], [20, 40]], k=60)
+    assert fused[10] == pytest.approx(1 / 61)
+    assert fused[20] == pytest.approx(1 / 62 + 1 / 61)
+    assert fused[30] == pytest.approx(1 / 63)
+    assert fused[40] == pytest.approx(1 / 62)
+    weighted = rrf([[1], [1]], k=60, weights=[2.0, 0.5])
+    assert weighted[1] == pytest.approx(2.5 / 61)
+
+
+def test_exact_names():
+    assert exact_names("What is MOVER_STOP_TIMEOUT for?") == ["MOVER_STOP_TIMEOUT"]
+    assert exact_names("Can --force-delete get around it?") == ["--force-delete"]
+    assert exact_names("set `auth.session_length` to a week") == ["auth.session_length",
+                                                                  "session_length"]
+    assert exact_names("how do backups run at night") == []
+    assert exact_names("a well-known e-mail") == []
+
+
+def test_fts_expressions_quote_every_word():
+    assert fts_query('What "stops" rsync AND the mover?') == '"stops" OR "rsync" OR "mover"'
+    assert fts_query("the of a") == ""
+    assert fts_phrase("MOVER_STOP_TIMEOUT") == '"mover_stop_timeout"'
+    assert fts_phrase("--force-delete") == '"force delete"'
+
+
+def test_normalise_title():
+    assert normalise_title("`environment_vars`") == "environment_vars"
+    assert normalise_title("MOVER_STOP_TIMEOUT") == "mover_stop_timeout"
+    assert normalise_title("Full configuration reference:") == "full configuration reference"
+
+
+@pytest.mark.parametrize("question,shape", [
+    ("What is the default value of MIRROR_MAX_DELETE_PCT?", "configuration"),
+    ("How long does the updater wait for a container to become healthy?", "configuration"),
+    ("What prevents the cleanup from removing a torrent that was never imported?", "safeguard"),
+    ("What stops rsync and the mover running at once?", "safeguard"),
+    ("Is there a flag to put yesterday's list back?", "runtime_mode"),
+    ("Why does the log rotator copy and truncate instead of renaming?", "design"),
+    ("How does the snapshot job decide which snapshots to throw away?", "operational_model"),
+    ("What is the scan queue?", "definitional"),
+    ("The power went out. What should I do?", "procedure"),
+])
+def test_routing_table(question, shape):
+    r = route(question)
+    assert r.shape == shape
+    assert r.section == SHAPE_SECTIONS[shape]
+
+
+def test_routing_sections_match_the_header_convention():
+    assert SHAPE_SECTIONS == {
+        "configuration": "CONFIGURATION", "safeguard": "OPERATIONAL SAFEGUARDS",
+        "runtime_mode": "RUNTIME MODES", "design": "DESIGN PRINCIPLES",
+        "operational_model": "OPERATIONAL MODEL", "definitional": "PURPOSE",
+        "procedure": None, "other": None,
+    }
+    assert route("hello there").section is None
