@@ -211,24 +211,18 @@ def normalise_title(title: str) -> str:
     return title.strip().strip("`'\"").rstrip(":").strip("`'\" ").lower()
 
 
-def fts_query(text: str) -> str:
-    """An FTS5 MATCH expression for free text: its words OR-ed, each quoted (no syntax leaks).
-
-    Words are the ``\\w+`` runs of two or more characters, lower-cased, stop words removed,
-    deduplicated in order. Empty when no word is left.
+def lexical_text(text: str) -> str:
+    """The words of a question worth matching lexically: ``\\w+`` runs (``-`` joined ones kept
+    whole, so ``--force-delete`` stays a phrase) of two or more characters, question and stop
+    words removed, deduplicated in order, joined by spaces. ``Index.fts_search`` quotes each
+    word and ORs them, so nothing here can become FTS5 syntax.
     """
-    words = []
-    for w in re.findall(r"\w+", text.lower()):
-        if len(w) < 2 or w in STOPWORDS or w in words:
+    words: list[str] = []
+    for w in re.findall(r"\w+(?:-\w+)*", text):
+        if len(w) < 2 or w.lower() in STOPWORDS or w.lower() in (x.lower() for x in words):
             continue
         words.append(w)
-    return " OR ".join(f'"{w}"' for w in words)
-
-
-def fts_phrase(name: str) -> str:
-    """An FTS5 phrase query for an exact name: its word runs in order (``"mover stop timeout"``)."""
-    words = re.findall(r"\w+", name.lower())
-    return '"' + " ".join(words) + '"' if words else ""
+    return " ".join(words)
 
 
 STOPWORDS = frozenset("""
@@ -294,6 +288,9 @@ class Retriever:
         if embedder is None and mode != "lexical":
             from varaverk.embedding import make_embedder
             embedder = make_embedder(settings)
+        if embedder is not None and mode != "lexical":
+            # Vectors of another model live in another space: refuse rather than rank noise.
+            index.check_compatible(embedder.backend, embedder.model)
         self.settings = settings
         self.index = index
         self.embedder = embedder
@@ -371,7 +368,7 @@ class Retriever:
         lex_rank: list[int] = []
         lex_of: dict[int, float] = {}
         if self.mode in ("hybrid", "lexical"):
-            for cid, bm25 in self._lexical(fts_query(query), pool, cache, mask):
+            for cid, bm25 in self._lexical(lexical_text(query), pool, cache, mask):
                 lex_rank.append(cid)
                 lex_of[cid] = bm25
 
@@ -390,7 +387,7 @@ class Retriever:
         # Hybrid: fuse, then boost.
         name_ids: list[int] = []
         for name in names:
-            for cid, bm25 in self._lexical(fts_phrase(name), 20, cache, mask):
+            for cid, bm25 in self._lexical(name, 20, cache, mask):
                 if cid not in name_ids:
                     name_ids.append(cid)
                 lex_of.setdefault(cid, bm25)
@@ -454,17 +451,18 @@ class Retriever:
                 fused[cid] = fused.get(cid, 0.0) + self.lexical_weight * lex_of[cid] / top
         return {cid: s * _UNIT for cid, s in fused.items()}
 
-    def _lexical(self, match: str, limit: int, cache: _TableCache,
+    def _lexical(self, text: str, limit: int, cache: _TableCache,
                  mask: np.ndarray) -> list[tuple[int, float]]:
-        """FTS5 BM25 hits for a MATCH expression, restricted to rows the mask allows.
+        """FTS5 BM25 hits for free text (``Index.fts_search`` makes it a safe MATCH expression),
+        restricted to rows the mask allows.
 
         Chunks without a vector row (none in a healthy index) are kept and filtered later by
         their own kind/section.
         """
-        if not match:
+        if not text:
             return []
         try:
-            found = self.index.fts_search(match, limit * 2 if mask is not None else limit)
+            found = self.index.fts_search(text, limit * 2)
         except Exception as exc:  # a bad MATCH must cost the lexical half, not the query
             log.warning("lexical search failed (%s); using dense results only", exc)
             return []
@@ -549,26 +547,23 @@ class Retriever:
         return groups
 
     def _neighbours(self, chunk) -> list[Any]:
-        """Chunks stored next to ``chunk`` that belong with it (same path; same title for parts,
-        same section for a tiny chunk). Chunks of one file are stored consecutively, so the
-        ids around it are the candidates."""
-        span = NEIGHBOUR_SPAN
-        ids = [i for i in range(chunk.id - span, chunk.id + span + 1) if i != chunk.id and i > 0]
+        """Chunks of the same file that belong with ``chunk``: the other parts of a split
+        chunk (same section and title), or, for a tiny chunk, the rest of its section; nearest
+        in the file first."""
         out = []
-        for n in self.index.get_chunks(ids):
-            if n.path != chunk.path:
+        for n in self.index.chunks_for_path(chunk.path):
+            if n.id == chunk.id:
                 continue
             if chunk.part > 0:
                 if n.part > 0 and n.section == chunk.section and n.title == chunk.title:
                     out.append(n)
             elif chunk.section and n.section == chunk.section:
                 out.append(n)
-        out.sort(key=lambda x: abs(x.id - chunk.id))
+        out.sort(key=lambda x: abs(x.start_line - chunk.start_line))
         return out
 
 
 TINY_CHARS = 200
-NEIGHBOUR_SPAN = 4
 
 
 def citations(hits: Iterable[Hit]) -> list[dict]:

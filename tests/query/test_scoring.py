@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from varaverk.routing import SHAPE_SECTIONS, route
-from varaverk.search import (dense_scores, exact_names, filter_mask, fts_phrase, fts_query,
+from varaverk.search import (dense_scores, exact_names, filter_mask, lexical_text,
                              normalise_title, rrf, top_k, valid_rows)
 
 
@@ -86,11 +86,11 @@ def test_exact_names():
     assert exact_names("a well-known e-mail") == []
 
 
-def test_fts_expressions_quote_every_word():
-    assert fts_query('What "stops" rsync AND the mover?') == '"stops" OR "rsync" OR "mover"'
-    assert fts_query("the of a") == ""
-    assert fts_phrase("MOVER_STOP_TIMEOUT") == '"mover_stop_timeout"'
-    assert fts_phrase("--force-delete") == '"force delete"'
+def test_lexical_text_keeps_names_and_drops_question_words():
+    assert lexical_text('What "stops" rsync AND the mover?') == "stops rsync mover"
+    assert lexical_text("Can --force-delete get around it?") == "force-delete around"
+    assert lexical_text("what is MOVER_STOP_TIMEOUT") == "MOVER_STOP_TIMEOUT"
+    assert lexical_text("the of a") == ""
 
 
 def test_normalise_title():
