@@ -1,0 +1,126 @@
+"""Markdown chunking by headings, with markdown-it-py (kinds readme, manual, doc).
+
+Headings are whatever the CommonMark parser says they are: ATX (``## X``) and setext
+(``X`` over ``===``/``---``) at the top level of the document, never a ``#`` line inside a
+fenced (```` ``` ````, ``~~~``) or indented code block (B13), nor a heading quoted inside a
+block quote or list. YAML front matter is parsed (mdit-py-plugins' front_matter plugin, then
+PyYAML) into ``meta``; it is never chunk text and never a setext underline (B10).
+
+One chunk per heading: its body is the text from the line after the heading to the next
+heading of any level, without leading and trailing blank lines; the chunk's line range starts
+at the heading line. Text before the first heading is a chunk titled with the front matter's
+``title`` (or ``""``).
+
+Fields:
+    - ``title``: the nearest heading's text as written (inline Markdown kept, no ``#``s,
+      trimmed), e.g. ``Retention at a glance`` or ```environment_vars```.
+    - ``section``: the heading trail above it joined with `` > `` (``Deploy Guide > Steps``
+      for a ``### Substep``), ``""`` for a top-level heading; so ``section > title`` is the
+      full heading path.
+    - ``context``: ``path › H1 › H2 › H3`` (``chunking.SEP``). When the document has no level-1
+      heading, the front matter's ``title`` leads the trail (``zones.md › Zones › Zone
+      Inertia``), so a small per-option section still knows which page it is on.
+    - A heading with an empty body produces no chunk when a deeper heading follows (its text
+      lives on in the children's trail); an empty leaf heading becomes a chunk holding just
+      its heading text, so nothing in the outline is lost.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from typing import Any
+
+import yaml
+from markdown_it import MarkdownIt
+from mdit_py_plugins.front_matter import front_matter_plugin
+
+from varaverk.chunking import Draft
+
+HEADING_JOIN = " > "
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    return MarkdownIt("commonmark").use(front_matter_plugin)
+
+
+def parse_front_matter(raw: str) -> dict[str, Any]:
+    """YAML front matter as JSON-safe metadata.
+
+    A mapping becomes a dict with dates as ISO strings; anything else (a bare string, a
+    list, YAML that does not parse) is kept under ``front_matter`` so nothing is lost.
+    """
+    try:
+        data = yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        return {"front_matter": raw, "front_matter_error": str(exc).splitlines()[0]}
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        return {"front_matter": raw}
+    return {str(k): _json_safe(v) for k, v in data.items()}
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, (dt.date, dt.datetime, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def markdown_drafts(path: str, text: str) -> list[Draft]:
+    """Chunk drafts for a Markdown document, one per heading plus the text before the first.
+
+    Args:
+        path: repository-relative path (not used for parsing; kept for a uniform signature).
+        text: the decoded, newline-normalised document.
+    """
+    tokens = _parser().parse(text)
+    lines = text.split("\n")
+    meta: dict[str, Any] = {}
+    body_start = 0  # first line (0-based) that may hold text: after the front matter
+    headings: list[tuple[int, int, int, str]] = []  # (level, first line, end line, text)
+    for i, tok in enumerate(tokens):
+        if tok.type == "front_matter" and tok.map:
+            meta = parse_front_matter(tok.content)
+            body_start = tok.map[1]
+        elif tok.type == "heading_open" and tok.level == 0 and tok.map:
+            inline = tokens[i + 1]
+            headings.append((int(tok.tag[1:]), tok.map[0], tok.map[1], inline.content.strip()))
+
+    page_title = meta.get("title") if isinstance(meta.get("title"), str) else ""
+    page_title = page_title.strip()
+    lead_trail = [page_title] if page_title and not any(h[0] == 1 for h in headings) else []
+
+    def numbered(first: int, end: int) -> list[tuple[int, str]]:
+        return [(n + 1, lines[n]) for n in range(first, min(end, len(lines)))]
+
+    drafts: list[Draft] = []
+    first_heading = headings[0][1] if headings else len(lines)
+    before = numbered(body_start, first_heading)
+    if any(t.strip() for _, t in before):
+        drafts.append(Draft("", page_title, lead_trail, before, meta=meta))
+
+    trail: list[tuple[int, str]] = []  # (level, text) of the open headings
+    for k, (level, first, end, title) in enumerate(headings):
+        while trail and trail[-1][0] >= level:
+            trail.pop()
+        parents = [t for _, t in trail]
+        trail.append((level, title))
+        next_first = headings[k + 1][1] if k + 1 < len(headings) else len(lines)
+        body = numbered(end, next_first)
+        has_text = any(t.strip() for _, t in body)
+        has_children = k + 1 < len(headings) and headings[k + 1][0] > level
+        if not has_text:
+            if has_children or not title:
+                continue
+            body = [(first + 1, title)]
+        drafts.append(Draft(HEADING_JOIN.join(parents), title, lead_trail + parents + [title],
+                            body, start_line=first + 1, meta=meta))
+    return drafts
