@@ -1,0 +1,102 @@
+"""Choosing an Ollama host: the first healthy one of ``AI_OLLAMA_HOSTS`` wins, remembered briefly.
+
+A homelab often has a GPU box reachable over the mesh and the local machine as a fallback.
+``pick_ollama_host`` tries the hosts in the configured order with a cheap ``GET /api/tags`` and a
+short timeout, and remembers the winner in this process for ``ttl`` seconds so every request does
+not pay for a health check. When the chosen host then fails to connect, callers ``forget`` the
+choice and pick again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Sequence
+
+import httpx
+
+HEALTH_TIMEOUT = 2.0   # seconds per host for the /api/tags probe
+CHOICE_TTL = 60.0      # seconds a healthy choice is remembered
+
+_lock = threading.Lock()
+_chosen: dict[tuple[str, ...], tuple[str, float]] = {}
+
+
+class ModelServerUnavailable(Exception):
+    """No configured model server answered. ``tried`` holds (host, reason) for each host."""
+
+    def __init__(self, message: str, tried: Sequence[tuple[str, str]] = ()) -> None:
+        super().__init__(message)
+        self.tried = list(tried)
+
+
+def normalise_host(host: str) -> str:
+    """``gpu-box:11434`` → ``http://gpu-box:11434``; trailing slashes dropped."""
+    host = host.strip().rstrip("/")
+    if "://" not in host:
+        host = "http://" + host
+    return host
+
+
+def _probe(client: httpx.Client, host: str, timeout: float) -> str | None:
+    """None when ``host`` answers ``GET /api/tags`` with 200, else the reason it is not healthy."""
+    try:
+        response = client.get(host + "/api/tags", timeout=timeout)
+    except httpx.ConnectError as exc:
+        return f"cannot connect ({exc})"
+    except httpx.TimeoutException:
+        return f"no answer within {timeout:g} s"
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if response.status_code != 200:
+        return f"HTTP {response.status_code} from /api/tags"
+    return None
+
+
+def pick_ollama_host(hosts: Sequence[str], *, timeout: float = HEALTH_TIMEOUT,
+                     ttl: float = CHOICE_TTL, client: httpx.Client | None = None) -> str:
+    """The base URL of the first healthy Ollama host in ``hosts`` (in order).
+
+    Args:
+        hosts: base URLs such as ``http://gpu-box:11434`` (``AI_OLLAMA_HOSTS``, already split).
+        timeout: seconds allowed per health probe.
+        ttl: seconds a choice is reused without probing again (0 disables the memory).
+        client: an httpx client to probe with (a short-lived one by default).
+
+    Returns the normalised base URL without a trailing slash.
+    Raises ModelServerUnavailable naming every host tried and why it was passed over, or saying
+    that no host is configured.
+    """
+    key = tuple(normalise_host(h) for h in hosts if h.strip())
+    if not key:
+        raise ModelServerUnavailable("no Ollama host configured (AI_OLLAMA_HOSTS is empty)")
+    now = time.monotonic()
+    with _lock:
+        remembered = _chosen.get(key)
+    if remembered and ttl > 0 and now - remembered[1] < ttl:
+        return remembered[0]
+    tried: list[tuple[str, str]] = []
+    own = client is None
+    probe_client = client or httpx.Client()
+    try:
+        for host in key:
+            reason = _probe(probe_client, host, timeout)
+            if reason is None:
+                with _lock:
+                    _chosen[key] = (host, time.monotonic())
+                return host
+            tried.append((host, reason))
+    finally:
+        if own:
+            probe_client.close()
+    detail = "; ".join(f"{host}: {reason}" for host, reason in tried)
+    raise ModelServerUnavailable(f"no healthy Ollama host (tried {detail})", tried)
+
+
+def forget(hosts: Sequence[str] | None = None) -> None:
+    """Drop the remembered choice for ``hosts`` (all choices when None), e.g. after it failed."""
+    with _lock:
+        if hosts is None:
+            _chosen.clear()
+        else:
+            _chosen.pop(tuple(normalise_host(h) for h in hosts if h.strip()), None)
