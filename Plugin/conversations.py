@@ -1,0 +1,377 @@
+"""The dock's conversation store: one JSON file per chat under ``AI_DATA_DIR/ai_chats/``.
+
+A stored chat is replayed into later prompts, so it is untrusted input every time it is read:
+each message is re-validated on the way in, from the browser and from disk (role ``user`` or
+``assistant``, content a string of at most ``MAX_CONTENT_CHARS``); anything else is rejected
+and logged, never passed on. Only the plain turns are stored: sources, reasoning and timings
+are not, so a reopened chat renders as plain turns.
+
+Files are written atomically (B29): a temporary file in the same folder, write, flush,
+``os.fsync``, ``os.replace``, then the folder is synced. A process killed at any moment leaves
+either the complete old file or the complete new one. A file that cannot be read as a chat
+(truncated JSON, zero bytes, NUL bytes) is renamed ``<name>.json.corrupt-<timestamp>`` and
+reported once; the list keeps working. File names carry the creating host and a random part
+(``2026-11-29T22-40-00-hostA-3f9c1a.json``), so two hosts syncing the folder never rewrite
+each other's files. After each save the folder is pruned to ``AI_CHAT_HISTORY_MAX`` chats,
+oldest first by creation time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import secrets as _random
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from filelock import FileLock
+
+from varaverk_dock.security import valid_chat_id
+
+log = logging.getLogger("varaverk.dock.chats")
+
+ROLES = ("user", "assistant")
+MAX_CONTENT_CHARS = 32_000   # one message; a longer question or answer is refused
+MAX_MESSAGES = 200           # per chat; older turns beyond this are dropped on save
+TITLE_CHARS = 80
+FORMAT_VERSION = 1
+_TS_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class InvalidMessage(ValueError):
+    """A message that is not ``{"role": "user"|"assistant", "content": str}`` within the cap."""
+
+
+class ChatNotFound(KeyError):
+    """No stored chat with that id (or the id is malformed)."""
+
+
+class CorruptChat(ValueError):
+    """The chat's file could not be read; it has been set aside (``str`` says where)."""
+
+
+def validate_message(raw: object) -> dict[str, str]:
+    """One message, checked and reduced to ``{"role", "content"}``.
+
+    Args:
+        raw: a decoded JSON value from the browser or from a chat file.
+
+    Returns:
+        A new dict with exactly the keys ``role`` and ``content``.
+
+    Raises:
+        InvalidMessage: not an object, a role other than user/assistant (e.g. an injected
+            ``system``), content not a string, or content longer than MAX_CONTENT_CHARS.
+    """
+    if not isinstance(raw, dict):
+        raise InvalidMessage(f"message is a {type(raw).__name__}, not an object")
+    role = raw.get("role")
+    if role not in ROLES:
+        shown = role if isinstance(role, str) and len(role) <= 40 else type(role).__name__
+        raise InvalidMessage(f"role {shown!r} is not allowed (only user or assistant)")
+    content = raw.get("content")
+    if not isinstance(content, str):
+        raise InvalidMessage(f"content is a {type(content).__name__}, not a string")
+    if len(content) > MAX_CONTENT_CHARS:
+        raise InvalidMessage(f"content of {len(content)} characters exceeds the cap of "
+                             f"{MAX_CONTENT_CHARS}")
+    if "\x00" in content:
+        raise InvalidMessage("content holds a NUL character")
+    return {"role": role, "content": content}
+
+
+def validate_messages(raw: object) -> list[dict[str, str]]:
+    """Every message of a list from the browser, all-or-nothing.
+
+    Raises InvalidMessage (naming the index of the first bad message) when any message is
+    invalid, the value is not a list, or it holds more than MAX_MESSAGES messages.
+    """
+    if not isinstance(raw, list):
+        raise InvalidMessage("messages must be a list")
+    if len(raw) > MAX_MESSAGES:
+        raise InvalidMessage(f"{len(raw)} messages exceed the cap of {MAX_MESSAGES}")
+    out = []
+    for i, item in enumerate(raw):
+        try:
+            out.append(validate_message(item))
+        except InvalidMessage as exc:
+            raise InvalidMessage(f"message {i}: {exc}") from None
+    return out
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc).replace(microsecond=0)
+
+
+def _fmt(ts: datetime) -> str:
+    return ts.astimezone(timezone.utc).strftime(_TS_FORMAT)
+
+
+def _title_of(messages: list[dict[str, str]]) -> str:
+    for m in messages:
+        if m["role"] == "user":
+            text = " ".join(m["content"].split())
+            return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
+    return "(empty chat)"
+
+
+@dataclass
+class Chat:
+    """One conversation.
+
+    Attributes:
+        id: the file name without ``.json``.
+        created / updated: UTC, ``YYYY-MM-DDTHH:MM:SSZ``.
+        title: the first question, shortened.
+        profile: the profile of the last completed turn.
+        messages: validated ``{"role", "content"}`` dicts, oldest first.
+        host: the host that created the chat.
+    """
+
+    id: str
+    created: str
+    updated: str
+    profile: str
+    host: str
+    messages: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return _title_of(self.messages)
+
+    def summary(self) -> dict:
+        """What the conversation list shows: id, title, times, profile, number of turns."""
+        return {"id": self.id, "title": self.title, "created": self.created,
+                "updated": self.updated, "profile": self.profile, "host": self.host,
+                "turns": sum(1 for m in self.messages if m["role"] == "user")}
+
+    def to_json(self) -> dict:
+        return {"version": FORMAT_VERSION, "id": self.id, "host": self.host,
+                "created": self.created, "updated": self.updated, "profile": self.profile,
+                "title": self.title, "messages": self.messages}
+
+
+class ChatStore:
+    """The chat folder of one host.
+
+    Args:
+        directory: ``AI_DATA_DIR/ai_chats`` (created 0700 on first save).
+        host: this host's name (``AI_HOST_NAME``), part of every new chat's file name.
+        max_chats: ``AI_CHAT_HISTORY_MAX``; at least one chat is always kept.
+
+    Safe across threads and processes: every read-modify-write of the folder runs under a
+    file lock (``.lock`` in the folder).
+    """
+
+    def __init__(self, directory: Path, host: str, max_chats: int = 10):
+        self.directory = Path(directory)
+        self.host = re.sub(r"[^A-Za-z0-9_-]", "-", host)[:40] or "host"
+        self.max_chats = max(1, int(max_chats))
+        self._lock = FileLock(str(self.directory / ".lock"), timeout=30)
+
+    # -- paths and ids ---------------------------------------------------------------------
+
+    def new_id(self) -> str:
+        """A fresh id: creation time (UTC), this host, six random hex digits."""
+        return f"{_now().strftime('%Y-%m-%dT%H-%M-%S')}-{self.host}-{_random.token_hex(3)}"
+
+    def path_of(self, chat_id: str) -> Path:
+        """The file of ``chat_id``; raises ChatNotFound for a malformed id (no traversal)."""
+        if not valid_chat_id(chat_id):
+            raise ChatNotFound(f"malformed chat id {chat_id!r}")
+        return self.directory / f"{chat_id}.json"
+
+    def _ensure_dir(self) -> None:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def _set_aside(self, path: Path, reason: str) -> str | None:
+        """Rename a corrupt file to ``….json.corrupt-<timestamp>``; the report, or None when
+        another process got there first (so each corrupt file is reported once)."""
+        stamp = _now().strftime("%Y%m%dT%H%M%SZ")
+        target = path.with_name(f"{path.name}.corrupt-{stamp}")
+        n = 1
+        while target.exists():
+            target = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+            n += 1
+        try:
+            os.replace(path, target)
+        except FileNotFoundError:
+            return None
+        message = f"chat file {path.name} is unreadable ({reason}); set aside as {target.name}"
+        log.warning(message)
+        return message
+
+    def _read(self, path: Path) -> Chat:
+        """Parse and re-validate one chat file. Raises CorruptChat after setting it aside."""
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ChatNotFound(path.stem) from None
+        reason = None
+        obj = None
+        if not data:
+            reason = "empty file"
+        elif data.strip(b"\x00") == b"":
+            reason = f"{len(data)} NUL bytes"
+        else:
+            try:
+                obj = json.loads(data.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                reason = f"not valid JSON: {exc}"
+            else:
+                if not isinstance(obj, dict) or not isinstance(obj.get("messages"), list):
+                    reason = "not a chat object with a messages list"
+        if reason is not None:
+            report = self._set_aside(path, reason)
+            raise CorruptChat(report or f"chat file {path.name} was set aside")
+        messages = []
+        for i, raw in enumerate(obj["messages"]):
+            try:
+                messages.append(validate_message(raw))
+            except InvalidMessage as exc:
+                # Never replayed into a prompt; logged without the content itself.
+                log.warning("chat %s: message %d rejected on load: %s", path.stem, i, exc)
+        if len(messages) > MAX_MESSAGES:
+            messages = messages[-MAX_MESSAGES:]
+        mtime = _fmt(datetime.fromtimestamp(path.stat().st_mtime, timezone.utc))
+        created = obj.get("created") if isinstance(obj.get("created"), str) else mtime
+        updated = obj.get("updated") if isinstance(obj.get("updated"), str) else created
+        profile = obj.get("profile") if isinstance(obj.get("profile"), str) else ""
+        host = obj.get("host") if isinstance(obj.get("host"), str) else ""
+        return Chat(id=path.stem, created=created[:40], updated=updated[:40],
+                    profile=profile[:40], host=host[:64], messages=messages)
+
+    def load(self, chat_id: str) -> Chat:
+        """The chat ``chat_id``, its messages re-validated.
+
+        Raises ChatNotFound (no such chat or malformed id) or CorruptChat (the file was
+        unreadable and has now been set aside).
+        """
+        return self._read(self.path_of(chat_id))
+
+    def _scan(self) -> tuple[list[Chat], list[str]]:
+        chats, problems = [], []
+        if not self.directory.is_dir():
+            return chats, problems
+        for path in sorted(self.directory.glob("*.json")):
+            if not valid_chat_id(path.stem):
+                continue
+            try:
+                chats.append(self._read(path))
+            except ChatNotFound:
+                continue  # deleted meanwhile
+            except CorruptChat as exc:
+                problems.append(str(exc))
+        return chats, problems
+
+    def list_chats(self) -> tuple[list[dict], list[str]]:
+        """Summaries of all readable chats, newest first, and reports of files set aside.
+
+        Returns:
+            (summaries, problems): ``Chat.summary()`` dicts sorted by ``updated`` descending;
+            one message per corrupt file renamed during this call.
+        """
+        chats, problems = self._scan()
+        chats.sort(key=lambda c: (c.updated, c.id), reverse=True)
+        return [c.summary() for c in chats], problems
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _write(self, chat: Chat) -> None:
+        """Atomic replace of the chat's file (tmp in the same folder, fsync, rename)."""
+        self._ensure_dir()
+        target = self.path_of(chat.id)
+        payload = json.dumps(chat.to_json(), ensure_ascii=False, indent=1).encode("utf-8")
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{chat.id}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(payload)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        dir_fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # the rename itself survives a power cut
+        finally:
+            os.close(dir_fd)
+
+    def create(self, messages: list[dict] | None = None, profile: str = "") -> Chat:
+        """Store a new chat (an import, or an empty one) after validating every message.
+
+        Raises InvalidMessage when any message is invalid (nothing is written then).
+        """
+        checked = validate_messages(messages or [])
+        ts = _fmt(_now())
+        chat = Chat(id=self.new_id(), created=ts, updated=ts, profile=profile, host=self.host,
+                    messages=checked)
+        self._ensure_dir()
+        with self._lock:
+            self._write(chat)
+            self._prune(keep=chat.id)
+        return chat
+
+    def append_turn(self, chat_id: str | None, question: str, answer: str,
+                    profile: str) -> Chat:
+        """Add one completed turn (question and answer) and save; a new chat when no id.
+
+        Called only when a turn completed: a failed or interrupted turn is never stored.
+
+        Raises:
+            InvalidMessage: question or answer over the cap (nothing written).
+            ChatNotFound / CorruptChat: ``chat_id`` given but not loadable.
+        """
+        pair = [validate_message({"role": "user", "content": question}),
+                validate_message({"role": "assistant", "content": answer})]
+        self._ensure_dir()
+        with self._lock:
+            ts = _fmt(_now())
+            if chat_id:
+                chat = self.load(chat_id)
+            else:
+                chat = Chat(id=self.new_id(), created=ts, updated=ts, profile=profile,
+                            host=self.host)
+            chat.messages = (chat.messages + pair)[-MAX_MESSAGES:]
+            chat.updated = ts
+            chat.profile = profile
+            self._write(chat)
+            self._prune(keep=chat.id)
+        return chat
+
+    def delete(self, chat_id: str) -> None:
+        """Remove a chat. Raises ChatNotFound when it does not exist or the id is malformed."""
+        path = self.path_of(chat_id)
+        with self._lock:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                raise ChatNotFound(chat_id) from None
+
+    def _prune(self, keep: str) -> None:
+        """Delete the oldest chats (by creation) beyond ``max_chats``; never ``keep``."""
+        chats, _ = self._scan()
+        excess = len(chats) - self.max_chats
+        if excess <= 0:
+            return
+        for chat in sorted(chats, key=lambda c: (c.created, c.id)):
+            if excess <= 0:
+                break
+            if chat.id == keep:
+                continue
+            try:
+                self.path_of(chat.id).unlink()
+                log.info("pruned chat %s (AI_CHAT_HISTORY_MAX=%d)", chat.id, self.max_chats)
+            except FileNotFoundError:
+                pass
+            excess -= 1

@@ -1,0 +1,473 @@
+// Varaverk dock page. Plain JavaScript, no dependencies, works offline.
+// Safety rule: text from the model or from documents is only ever shown through textContent.
+// The one exception is the "html" field the server sends, which it rendered from Markdown with
+// raw HTML disabled and then sanitised with nh3 (an allow-list of tags and URL schemes).
+"use strict";
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const messagesEl = $("messages");
+  const questionEl = $("question");
+  const profileEl = $("profile");
+  const askBtn = $("ask");
+  const state = { chatId: null, busy: false, profiles: {} };
+
+  function el(tag, cls, text) {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+
+  async function api(path, options) {
+    const resp = await fetch(path, Object.assign({ credentials: "same-origin" }, options || {}));
+    if (resp.status === 401) { window.location.href = "/login"; throw new Error("login required"); }
+    return resp;
+  }
+
+  async function apiJson(path, options) {
+    const resp = await api(path, options);
+    let body = null;
+    try { body = await resp.json(); } catch (e) { body = null; }
+    if (!resp.ok) throw new Error((body && body.error) || ("HTTP " + resp.status));
+    return body;
+  }
+
+  function fmtNum(n) {
+    if (n === null || n === undefined || n === "") return "–";
+    return Number(n).toLocaleString("en-US");
+  }
+
+  function fmtSeconds(s) {
+    if (s === null || s === undefined || isNaN(Number(s))) return null;
+    const v = Number(s);
+    return v < 1 ? Math.round(v * 1000) + " ms" : v.toFixed(2) + " s";
+  }
+
+  function scrollDown() { messagesEl.scrollTop = messagesEl.scrollHeight; }
+
+  function hideHint() { const h = $("empty-hint"); if (h) h.hidden = true; }
+
+  // ── messages ───────────────────────────────────────────────────────────────────────────
+
+  function addUser(text) {
+    hideHint();
+    const wrap = el("div", "msg user");
+    wrap.appendChild(el("div", "bubble", text));
+    messagesEl.appendChild(wrap);
+    scrollDown();
+  }
+
+  function addAssistant() {
+    hideHint();
+    const wrap = el("div", "msg assistant");
+    const parts = {
+      wrap: wrap,
+      badges: el("div", "badges"),
+      reasoning: null,
+      capabilities: el("ul", "capabilities"),
+      answer: el("div", "answer streaming"),
+      findings: el("div", "findings"),
+      sources: el("div", "sources"),
+      meta: el("div", "meta"),
+      error: el("div", "error"),
+      text: "",
+      thinking: "",
+    };
+    parts.capabilities.hidden = true;
+    parts.findings.hidden = true;
+    parts.sources.hidden = true;
+    parts.error.hidden = true;
+    wrap.append(parts.badges, parts.capabilities, parts.answer, parts.findings, parts.sources,
+                parts.meta, parts.error);
+    messagesEl.appendChild(wrap);
+    scrollDown();
+    return parts;
+  }
+
+  function addBadge(parts, text, cls) {
+    parts.badges.appendChild(el("span", "badge " + (cls || ""), text));
+  }
+
+  function ensureReasoning(parts) {
+    if (!parts.reasoning) {
+      const det = el("details", "reasoning");
+      det.appendChild(el("summary", null, "Reasoning"));
+      const pre = el("pre", "reasoning-text");
+      det.appendChild(pre);
+      parts.reasoning = { det: det, pre: pre };
+      parts.wrap.insertBefore(det, parts.answer);
+    }
+    return parts.reasoning;
+  }
+
+  function sourceLabel(s) {
+    if (s.label) return s.label;
+    return [s.path, s.section, s.title || s.heading].filter(Boolean).join(" › ");
+  }
+
+  function renderSources(parts, sources) {
+    parts.sources.replaceChildren();
+    if (!sources || !sources.length) { parts.sources.hidden = true; return; }
+    parts.sources.hidden = false;
+    parts.sources.appendChild(el("div", "sources-title", "Sources"));
+    const list = el("ol", "source-list");
+    sources.forEach((s) => {
+      const li = el("li", "source");
+      const det = el("details");
+      const sum = el("summary");
+      sum.appendChild(el("span", "source-label", sourceLabel(s)));
+      if (s.lines || (s.start_line && s.end_line)) {
+        const lines = s.lines || (s.start_line + "–" + s.end_line);
+        sum.appendChild(el("span", "source-lines", "lines " + lines));
+      }
+      if (s.score !== undefined && s.score !== null) {
+        sum.appendChild(el("span", "score", Number(s.score).toFixed(3)));
+      }
+      det.appendChild(sum);
+      det.appendChild(el("pre", "source-text", s.text || "(no text)"));
+      li.appendChild(det);
+      list.appendChild(li);
+    });
+    parts.sources.appendChild(list);
+  }
+
+  function renderFindings(parts, findings) {
+    parts.findings.replaceChildren();
+    if (!findings || !findings.length) { parts.findings.hidden = true; return; }
+    parts.findings.hidden = false;
+    parts.findings.appendChild(el("div", "sources-title", "Scanner findings"));
+    const list = el("ul");
+    findings.forEach((f) => {
+      const li = el("li");
+      li.appendChild(el("strong", null, "line " + (f.line ?? "?") + ": "));
+      li.appendChild(document.createTextNode(f.reason || ""));
+      if (f.snippet) li.appendChild(el("code", null, f.snippet));
+      list.appendChild(li);
+    });
+    parts.findings.appendChild(list);
+  }
+
+  function renderMeta(parts, d) {
+    const bits = [];
+    if (d.profile) bits.push(d.profile);
+    if (d.prompt_tokens !== undefined) bits.push("prompt " + fmtNum(d.prompt_tokens));
+    if (d.completion_tokens !== undefined) bits.push("completion " + fmtNum(d.completion_tokens));
+    if (d.tok_s !== null && d.tok_s !== undefined) bits.push(Number(d.tok_s).toFixed(1) + " tok/s");
+    const t = d.timings || {};
+    const names = { retrieval_s: "retrieval", first_token_s: "first token", total_s: "total",
+                    elapsed_s: "generation", search_s: "search" };
+    Object.keys(t).forEach((k) => {
+      const v = fmtSeconds(t[k]);
+      if (v) bits.push((names[k] || k.replace(/_s$/, "").replace(/_/g, " ")) + " " + v);
+    });
+    parts.meta.textContent = bits.join(" · ");
+  }
+
+  function showError(parts, message) {
+    parts.error.hidden = false;
+    parts.error.textContent = message;
+    parts.answer.classList.remove("streaming");
+    if (parts.text) parts.answer.classList.add("partial");
+  }
+
+  function handleEvent(parts, ev, question) {
+    const d = ev.data || {};
+    switch (ev.type) {
+      case "start":
+        break;
+      case "profile":
+        addBadge(parts, "escalated to " + (d.profile || "varaverk") +
+                 (d.reason ? " — " + d.reason : ""), "escalated");
+        break;
+      case "capability": {
+        parts.capabilities.hidden = false;
+        const li = el("li");
+        li.appendChild(el("strong", null, (d.name || "capability") + ": "));
+        li.appendChild(document.createTextNode(d.summary || ""));
+        parts.capabilities.appendChild(li);
+        break;
+      }
+      case "sources":
+        renderSources(parts, d.sources);
+        break;
+      case "thinking": {
+        const r = ensureReasoning(parts);
+        parts.thinking += d.text || "";
+        r.pre.textContent = parts.thinking;
+        break;
+      }
+      case "content":
+        parts.text += d.text || "";
+        parts.answer.textContent = parts.text;  // plain text while streaming
+        scrollDown();
+        break;
+      case "findings":
+        renderFindings(parts, d.findings);
+        break;
+      case "done":
+        parts.answer.classList.remove("streaming");
+        if (typeof d.html === "string") parts.answer.innerHTML = d.html;  // server-sanitised
+        else parts.answer.textContent = d.answer || parts.text;
+        if (d.reasoning) { const r = ensureReasoning(parts); r.pre.textContent = d.reasoning; }
+        if (d.sources) renderSources(parts, d.sources);
+        if (d.not_covered) addBadge(parts, "not covered by the documentation", "warn");
+        renderMeta(parts, d);
+        break;
+      case "saved":
+        if (d.chat_id && !d.error) {
+          state.chatId = d.chat_id;
+          history.replaceState(null, "", "#chat=" + encodeURIComponent(d.chat_id));
+          $("chat-title").textContent = d.title || "Conversation";
+        } else if (d.error) {
+          showError(parts, "The answer was not saved: " + d.error);
+        }
+        loadChats();
+        break;
+      case "error":
+        showError(parts, d.message || "The turn failed.");
+        break;
+      default:
+        break;
+    }
+  }
+
+  async function ask(question) {
+    if (state.busy) return;
+    state.busy = true;
+    askBtn.disabled = true;
+    addUser(question);
+    const parts = addAssistant();
+    const body = { question: question, profile: profileEl.value };
+    if (state.chatId) body.chat_id = state.chatId;
+    let finished = false;
+    try {
+      const resp = await api("/api/ask", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      if (!resp.ok || !resp.body) {
+        let msg = "HTTP " + resp.status;
+        try { const j = await resp.json(); if (j && j.error) msg = j.error; } catch (e) { /* keep */ }
+        showError(parts, msg);
+        return;
+      }
+      const reader = resp.body.getReader();
+      const decoder = new TextDecoder();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (value) buf += decoder.decode(value, { stream: true });
+        let nl;
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, nl).trim();
+          buf = buf.slice(nl + 1);
+          if (!line) continue;
+          let ev;
+          try { ev = JSON.parse(line); } catch (e) { continue; }
+          if (ev.type === "done" || ev.type === "error") finished = true;
+          handleEvent(parts, ev, question);
+        }
+        if (done) break;
+      }
+      if (!finished) showError(parts, "The connection ended before the answer was complete.");
+    } catch (e) {
+      showError(parts, "Request failed: " + e.message);
+    } finally {
+      state.busy = false;
+      askBtn.disabled = false;
+      questionEl.focus();
+    }
+  }
+
+  // ── conversations ──────────────────────────────────────────────────────────────────────
+
+  function clearMessages() {
+    messagesEl.replaceChildren();
+    const hint = el("div", "empty-hint");
+    hint.id = "empty-hint";
+    hint.appendChild(el("p", null, "Ask about this installation. Answers come from the " +
+                                   "repository's own documentation, with their sources."));
+    messagesEl.appendChild(hint);
+  }
+
+  function newChat() {
+    state.chatId = null;
+    history.replaceState(null, "", location.pathname);
+    $("chat-title").textContent = "New conversation";
+    clearMessages();
+    markActive();
+    questionEl.focus();
+  }
+
+  function markActive() {
+    document.querySelectorAll("#chat-list li[data-id]").forEach((li) => {
+      li.classList.toggle("active", li.dataset.id === state.chatId);
+    });
+  }
+
+  async function openChat(id) {
+    try {
+      const body = await apiJson("/api/chats/" + encodeURIComponent(id));
+      state.chatId = body.chat.id;
+      history.replaceState(null, "", "#chat=" + encodeURIComponent(body.chat.id));
+      $("chat-title").textContent = body.chat.title;
+      if (body.chat.profile && state.profiles[body.chat.profile]) profileEl.value = body.chat.profile;
+      clearMessages();
+      body.messages.forEach((m) => {
+        if (m.role === "user") { addUser(m.content); return; }
+        const parts = addAssistant();
+        parts.answer.classList.remove("streaming");
+        if (typeof m.html === "string") parts.answer.innerHTML = m.html;  // server-sanitised
+        else parts.answer.textContent = m.content;
+      });
+      markActive();
+    } catch (e) {
+      newChat();
+      loadChats();
+    }
+  }
+
+  async function deleteChat(id, title) {
+    if (!window.confirm("Delete the conversation “" + title + "”?")) return;
+    try {
+      await api("/api/chats/" + encodeURIComponent(id), { method: "DELETE" });
+    } catch (e) { /* the list below shows the truth */ }
+    if (state.chatId === id) newChat();
+    loadChats();
+  }
+
+  async function loadChats() {
+    const list = $("chat-list");
+    let body;
+    try { body = await apiJson("/api/chats"); } catch (e) {
+      list.replaceChildren(el("li", "muted", "Cannot load: " + e.message));
+      return;
+    }
+    list.replaceChildren();
+    if (!body.chats.length) list.appendChild(el("li", "muted", "No conversations yet."));
+    body.chats.forEach((c) => {
+      const li = el("li");
+      li.dataset.id = c.id;
+      const open = el("button", "chat-open");
+      open.type = "button";
+      open.appendChild(el("span", "chat-name", c.title));
+      open.appendChild(el("span", "chat-when", (c.updated || "").replace("T", " ").replace("Z", "") +
+                                             " · " + c.turns + (c.turns === 1 ? " turn" : " turns")));
+      open.addEventListener("click", () => openChat(c.id));
+      const del = el("button", "chat-delete", "×");
+      del.type = "button";
+      del.title = "Delete this conversation";
+      del.setAttribute("aria-label", "Delete " + c.title);
+      del.addEventListener("click", () => deleteChat(c.id, c.title));
+      li.append(open, del);
+      list.appendChild(li);
+    });
+    const probs = $("chat-problems");
+    probs.hidden = !body.problems.length;
+    probs.textContent = body.problems.join("\n");
+    markActive();
+  }
+
+  // ── side panels ────────────────────────────────────────────────────────────────────────
+
+  function kv(dl, key, value, cls) {
+    dl.appendChild(el("dt", null, key));
+    dl.appendChild(el("dd", cls || null, value));
+  }
+
+  async function loadStatus() {
+    const dl = $("index-status");
+    let s;
+    try { s = await apiJson("/api/status"); } catch (e) {
+      dl.replaceChildren(); kv(dl, "status", "unavailable: " + e.message, "warn"); return;
+    }
+    dl.replaceChildren();
+    if (!s.present) { kv(dl, "status", s.message || "no index", "warn"); return; }
+    const pick = (...keys) => { for (const k of keys) if (s[k] !== undefined && s[k] !== null) return s[k]; return null; };
+    const files = pick("files", "file_count");
+    const chunks = pick("chunks", "chunk_count");
+    if (files !== null) kv(dl, "files", fmtNum(files));
+    if (chunks !== null) kv(dl, "chunks", fmtNum(chunks));
+    const model = pick("model", "embed_model");
+    const backend = pick("backend", "embed_backend");
+    if (model || backend) kv(dl, "model", [backend, model].filter(Boolean).join(" / "));
+    const built = pick("built_at", "last_build", "updated_at", "created_at");
+    if (built) kv(dl, "built", String(built).replace("T", " ").replace(/\.\d+/, "").replace("+00:00", "Z"));
+    kv(dl, "repository", s.behind ? "index is behind HEAD — run ai-index" : "up to date",
+       s.behind ? "warn" : "ok");
+  }
+
+  function tokenCell(period) {
+    if (!period) return el("td", null, "–");
+    const td = el("td", null, fmtNum(period.total_tokens));
+    td.title = period.rows + " asks · prompt " + fmtNum(period.prompt_tokens) + " · completion " +
+               fmtNum(period.completion_tokens) +
+               (period.unknown_prompt || period.unknown_completion ? " · some counts unknown" : "");
+    return td;
+  }
+
+  async function loadTokens() {
+    const tbody = $("token-table").querySelector("tbody");
+    let t;
+    try { t = await apiJson("/api/tokens"); } catch (e) {
+      tbody.replaceChildren(); const tr = el("tr"); const td = el("td", "muted", "unavailable: " + e.message);
+      td.colSpan = 4; tr.appendChild(td); tbody.appendChild(tr); return;
+    }
+    tbody.replaceChildren();
+    Object.keys(t.hosts || {}).forEach((host) => {
+      const h = t.hosts[host];
+      const tr = el("tr");
+      tr.appendChild(el("th", null, host));
+      if (h.status) {
+        const td = el("td", "muted", "not collected here"); td.colSpan = 3; tr.appendChild(td);
+      } else {
+        tr.append(tokenCell(h.today), tokenCell(h.last_7_days), tokenCell(h.all_time));
+      }
+      tbody.appendChild(tr);
+    });
+    if (t.fleet && Object.keys(t.hosts || {}).length > 1) {
+      const tr = el("tr", "total");
+      tr.appendChild(el("th", null, "all hosts"));
+      tr.append(tokenCell(t.fleet.today), tokenCell(t.fleet.last_7_days), tokenCell(t.fleet.all_time));
+      tbody.appendChild(tr);
+    }
+    const probs = $("token-problems");
+    probs.hidden = !(t.problems && t.problems.length);
+    probs.textContent = (t.problems || []).length + " malformed ledger line(s) skipped";
+  }
+
+  async function loadProfiles() {
+    try {
+      const body = await apiJson("/api/profiles");
+      body.profiles.forEach((p) => { state.profiles[p.name] = p; });
+    } catch (e) { /* the select already lists them */ }
+  }
+
+  // ── wiring ─────────────────────────────────────────────────────────────────────────────
+
+  $("composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const q = questionEl.value.trim();
+    if (!q || state.busy) return;
+    questionEl.value = "";
+    ask(q).then(() => { loadTokens(); });
+  });
+  questionEl.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      $("composer").requestSubmit();
+    }
+  });
+  $("new-chat").addEventListener("click", newChat);
+  $("refresh-status").addEventListener("click", loadStatus);
+
+  loadProfiles();
+  loadChats();
+  loadStatus();
+  loadTokens();
+  const m = /^#chat=([A-Za-z0-9_-]+)$/.exec(location.hash);
+  if (m) openChat(m[1]);
+  questionEl.focus();
+})();
