@@ -570,7 +570,8 @@ def citations(hits: Iterable[Hit]) -> list[dict]:
     """The sources list of an answer: one entry per distinct chunk, in rank order.
 
     Each entry: {"citation": "path › SECTION › title", "path", "section", "title",
-    "start_line", "end_line", "score"}.
+    "start_line", "end_line", "score", "text"} (``text``: the chunk verbatim, which the dock
+    shows expandable under each source).
     """
     out = []
     seen = set()
@@ -581,7 +582,7 @@ def citations(hits: Iterable[Hit]) -> list[dict]:
         seen.add(c.id)
         out.append({"citation": citation_of(c), "path": c.path, "section": c.section,
                     "title": c.title, "start_line": c.start_line, "end_line": c.end_line,
-                    "score": round(float(h.score), 6)})
+                    "score": round(float(h.score), 6), "text": c.text})
     return out
 
 
