@@ -288,30 +288,35 @@ def _budget_lines(draft: Draft, context: str, count: TokenCounter,
         return [(context, lines)]
     context = _fit_context(context, count, int(max_tokens * _MAX_CONTEXT_SHARE))
     overhead = count("")  # special tokens a counter adds to every call ([CLS], [SEP])
-    budget = max_tokens - count(context + "\n") + overhead
-    out: list[tuple[str, list[tuple[int, str]]]] = []
-    # Sums of per-line counts are not exactly the count of the joined text for every
-    # tokenizer, so each packed piece is checked with a real count and packed again with a
-    # tighter budget while it still overflows; the budget shrinks every round, so this ends.
-    pending: list[tuple[list[tuple[int, str]], int]] = [(lines, budget)]
-    while pending:
-        group, group_budget = pending.pop(0)
-        redo: list[tuple[list[tuple[int, str]], int]] = []
-        for piece in _pack(group, count, group_budget, overhead):
-            real = count(f"{context}\n{_join(piece)}")
-            if real <= max_tokens:
-                out.append((context, piece))
-                continue
-            tighter = group_budget - (real - max_tokens) - 1
-            if tighter < 1:
-                halves = _halve(piece)
-                if len(halves) < 2:  # one character over budget: nothing left to cut
-                    out.append((context, piece))
-                    continue
-                redo.extend((half, group_budget) for half in halves)
-            else:
-                redo.append((piece, tighter))
-        pending[0:0] = redo
+    budget = max_tokens - count(context + "\n")  # what is left for the text's own tokens
+    return [(context, piece) for piece in _fit(lines, context, count, max_tokens, budget,
+                                               overhead)]
+
+
+def _fit(lines: list[tuple[int, str]], context: str, count: TokenCounter, max_tokens: int,
+         budget: int, overhead: int) -> list[list[tuple[int, str]]]:
+    """Pack lines into pieces and check each with a real count, in reading order.
+
+    Sums of per-line counts are not exactly the count of the joined text for every
+    tokenizer, so a packed piece that still overflows is packed again with a tighter budget
+    (or halved once the budget is used up); every round shrinks the piece or the budget.
+    """
+    out: list[list[tuple[int, str]]] = []
+    for piece in _pack(lines, count, max(1, budget), overhead):
+        real = count(f"{context}\n{_join(piece)}")
+        if real <= max_tokens:
+            out.append(piece)
+            continue
+        tighter = budget - (real - max_tokens) - 1
+        if tighter >= 1:
+            out.extend(_fit(piece, context, count, max_tokens, tighter, overhead))
+            continue
+        halves = _halve(piece)
+        if len(halves) < 2:  # one character over budget: nothing left to cut
+            out.append(piece)
+            continue
+        for half in halves:
+            out.extend(_fit(half, context, count, max_tokens, budget, overhead))
     return out
 
 

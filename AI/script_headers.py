@@ -190,14 +190,14 @@ def _php_block(lines: list[str]) -> list[HeaderLine]:
         body = line.lstrip()
         if j == i:
             body = body[2:].lstrip("*")  # "/*" or "/**"
+        elif body.startswith("*") and not body.startswith("*/"):
+            body = body[1:]
+        elif not body.startswith("*/"):
+            body = line  # a line without the " *" leader keeps its own indentation
         end = body.find("*/")
         closing = end >= 0
         if closing:
             body = body[:end]
-        elif body.startswith("*"):
-            body = body[1:]
-        elif j != i:
-            body = line  # a line without the " *" leader keeps its own indentation
         if body.strip() or not closing:
             out.append(HeaderLine(j + 1, _clean(body)))
         if closing:
@@ -234,7 +234,11 @@ def _section_drafts(block: list[HeaderLine]) -> list[Draft]:
         else:
             preamble.append(line)
 
-    summary = _dedent(preamble) if any(not line.blank for line in preamble) else []
+    while preamble and preamble[-1].blank:
+        preamble.pop()
+    while preamble and preamble[0].blank:
+        preamble.pop(0)
+    summary = _dedent(preamble)
     drafts: list[Draft] = []
     summary_used = False
     for name, body in sections:
