@@ -1,0 +1,613 @@
+"""Index runs: incremental refresh, full rebuild, dry-run plan and status.
+
+``refresh`` keeps the SQLite index in step with the repository's tracked documentation:
+
+1. List tracked paths (``varaverk.sources``: ``git ls-files -z -s``) and HEAD.
+2. Compare each with its stored row by ``lstat`` only: a file whose size and mtime_ns have not
+   moved is skipped without being read. If nothing moved, HEAD is the same and the embedding
+   settings are the same, the run ends here: no lock, no write, no embedder, no numpy.
+3. Otherwise take the index lock (``varaverk.locking``) and redo the comparison under it.
+   A changed file is read and hashed; an unchanged hash costs only a metadata update. A new or
+   changed document is decoded, chunked (``varaverk.chunking.chunk_document``) and embedded in
+   batches; a chunk the server rejects as too long is halved (``split_chunk``) and retried, up
+   to ``MAX_SPLIT_DEPTH`` times; any other failed chunk is recorded against its file (status
+   ``partial``, retried next run) and the run goes on. Paths stored but no longer tracked lose
+   their rows and chunks (deletions and renames, B05).
+4. Everything is written by ``Index.write`` in one SQLite transaction at the end, so a failed
+   or interrupted run (server gone, Ctrl-C, crash) leaves the previous index whole and usable.
+
+An index built with another embedding backend, model or dimension is refused with
+``IndexMismatch`` before any embedding (B20); ``force=True`` rebuilds everything in one
+transaction instead.
+
+Heavy modules (numpy, the chunkers, the embedder, tqdm, filelock) are imported only once there
+is work to do, so the no-op refresh costs little more than ``git ls-files`` and a stat per file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ContextManager
+
+from varaverk import sources
+from varaverk.store import (FileRow, FileState, Index, IndexChanges, IndexCorrupt,
+                            IndexMismatch, mismatch_message)
+
+log = logging.getLogger(__name__)
+
+MAX_SPLIT_DEPTH = 4          # a too-long chunk is halved at most this many times (16 pieces)
+PROGRESS_BATCH_FACTOR = 2    # texts per embed() call: batch size times this (progress steps)
+REASON_NO_HEADER = "no six-section header comment"
+REASON_NO_TEXT = "no text to index"
+
+
+@dataclass
+class IndexReport:
+    """What one ``refresh`` did. Counts are files unless named chunks.
+
+    Attributes:
+        tracked: paths ``git ls-files`` listed. documents: of those, of a documentation kind.
+        indexed: documents read, chunked and embedded this run.
+        unchanged: documents skipped because size and mtime_ns had not moved (not read).
+        rehashed: documents read because their mtime moved, found identical by hash (not
+            re-embedded).
+        skipped: ``[(path, reason)]`` for tracked paths not indexed (all of them, every run).
+        deleted: paths removed from the index (no longer tracked).
+        files_read: files opened this run. chunks_embedded: vectors stored this run.
+        chunks_failed: chunks that got no vector; failures: ``[(path, message)]`` for them.
+        embed_calls: ``Embedder.embed`` calls made. head: HEAD's SHA (None: no commits).
+        wrote: whether the index was written. locked: whether the lock was taken.
+        force: a full rebuild. seconds: wall time of the run.
+    """
+
+    tracked: int = 0
+    documents: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    rehashed: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    files_read: int = 0
+    chunks_embedded: int = 0
+    chunks_failed: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    embed_calls: int = 0
+    head: str | None = None
+    wrote: bool = False
+    locked: bool = False
+    force: bool = False
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the report."""
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line for the log: what changed and how long it took."""
+        if not self.tracked:
+            return "no tracked files: the repository is empty, nothing to index"
+        parts = [f"{self.tracked} tracked, {self.documents} documents",
+                 f"{self.indexed} indexed", f"{self.unchanged + self.rehashed} unchanged",
+                 f"{len(self.skipped)} skipped", f"{len(self.deleted)} deleted",
+                 f"{self.chunks_embedded} chunks embedded"]
+        if self.chunks_failed:
+            parts.append(f"{self.chunks_failed} chunks failed")
+        verb = "rebuilt" if self.force else "refreshed" if self.wrote else "up to date"
+        return f"index {verb}: " + ", ".join(parts) + f" in {self.seconds:.2f} s"
+
+
+# ---------------------------------------------------------------------------------------------
+# Classifying tracked paths (shared by refresh, plan and status)
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Entry:
+    path: str            # storable path (printable when the name is not valid UTF-8)
+    kind: str            # "" when not a documentation kind
+    reason: str          # skip reason; "" for a readable document
+    st: os.stat_result | None
+
+
+def _classify(listing: sources.Listing, matcher: sources.KindMatcher) -> list[_Entry]:
+    entries = []
+    for tracked in listing.entries:
+        if not sources.is_valid_name(tracked.path):
+            entries.append(_Entry(sources.printable_name(tracked.path), "",
+                                  sources.REASON_BAD_NAME, None))
+            continue
+        kind = matcher.kind_of(tracked.path) or ""
+        if not kind:
+            entries.append(_Entry(tracked.path, "", sources.REASON_NOT_DOC, None))
+            continue
+        st, reason = sources.lstat_entry(listing.root, tracked)
+        entries.append(_Entry(tracked.path, kind, reason, st))
+    return entries
+
+
+def _stat_unchanged(entry: _Entry, stored: FileState | None) -> bool:
+    """A readable document whose stored size, mtime_ns and kind match (no read needed)."""
+    if stored is None or entry.st is None:
+        return False
+    return (stored.status != "partial" and stored.kind == entry.kind
+            and stored.size == entry.st.st_size and stored.mtime_ns == entry.st.st_mtime_ns)
+
+
+def _skip_unchanged(entry: _Entry, stored: FileState | None) -> bool:
+    """A path skipped before the read (not a doc, submodule, symlink...) stored as such."""
+    return stored is not None and stored.status == "skipped" and stored.reason == entry.reason \
+        and stored.kind == entry.kind
+
+
+def _config_key(settings) -> tuple[str, str]:
+    return settings.ai_embed_backend, settings.ai_embed_model.strip()
+
+
+def _needs_work(settings, listing, entries, states, meta) -> bool:
+    if (listing.head or "") != meta.get("head", ""):
+        return True
+    if meta.get("embed_backend") and (meta.get("config_backend"), meta.get("config_model")) \
+            != _config_key(settings):
+        return True
+    current = set()
+    for entry in entries:
+        current.add(entry.path)
+        stored = states.get(entry.path)
+        if entry.reason:
+            if not _skip_unchanged(entry, stored):
+                return True
+        elif not _stat_unchanged(entry, stored):
+            return True
+    return any(path not in current for path in states)
+
+
+# ---------------------------------------------------------------------------------------------
+# refresh
+# ---------------------------------------------------------------------------------------------
+
+EmbedderLike = Any  # varaverk.embedding.Embedder, or a zero-argument factory returning one
+
+
+def _default_lock(settings) -> ContextManager:
+    from varaverk.locking import index_lock
+    return index_lock(settings.index_path, settings.ai_index_lock_timeout)
+
+
+def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
+            progress: Any = None, lock: Callable[[], ContextManager] | None = None
+            ) -> IndexReport:
+    """Bring the index at ``settings.index_path`` in step with the repository.
+
+    Args:
+        settings: ``varaverk.config.Settings`` (repo root, globs, data dir, lock timeout).
+        embedder: an ``Embedder``, a zero-argument callable returning one (called only when
+            something must be embedded or checked), or None for
+            ``varaverk.embedding.make_embedder(settings)``, likewise lazily.
+        force: rebuild every document from scratch (another model is then allowed).
+        progress: None shows a tqdm bar when stderr is a terminal; False shows none; a callable
+            ``progress(done, total)`` is called after each embedding batch.
+        lock: a zero-argument callable returning the context manager that guards writing;
+            None takes the index lock (``varaverk.locking.index_lock``). It is entered only when
+            there is something to write.
+
+    Returns:
+        An ``IndexReport``.
+
+    Raises:
+        IndexMismatch: the index holds vectors of another backend/model/dimension (not force).
+        LockBusy: another run held the lock past ``AI_INDEX_LOCK_TIMEOUT``.
+        EmbeddingUnavailable: no embedding server reachable (nothing written).
+        SourcesError: the repository cannot be listed.
+    """
+    started = time.monotonic()
+    report = IndexReport(force=force)
+    matcher = sources.KindMatcher.from_settings(settings)
+    index_path = Path(settings.index_path)
+
+    if not force and index_path.is_file():
+        # Optimistic pass without the lock: most runs (cron, after a pull) find nothing to do.
+        listing = sources.list_tracked(settings.ai_repo_root)
+        entries = _classify(listing, matcher)
+        try:
+            with Index.open(index_path, readonly=True) as idx:
+                states, meta = idx.file_states(), idx.meta()
+        except IndexCorrupt:  # e.g. an older schema: the locked pass migrates or explains
+            states, meta = None, None
+        if states is not None and not _needs_work(settings, listing, entries, states, meta):
+            _fill_counts(report, listing, entries, states)
+            report.unchanged = sum(1 for e in entries if not e.reason)
+            report.seconds = time.monotonic() - started
+            return report
+
+    factory = _embedder_factory(settings, embedder)
+    with (lock() if lock is not None else _default_lock(settings)):
+        report.locked = True
+        listing = sources.list_tracked(settings.ai_repo_root)
+        entries = _classify(listing, matcher)
+        with Index.open(index_path) as idx:
+            _refresh_locked(settings, idx, listing, entries, factory, force, progress, report,
+                            started)
+    return report
+
+
+def _embedder_factory(settings, embedder: EmbedderLike) -> Callable[[], Any]:
+    cache: list[Any] = []
+
+    def get():
+        if not cache:
+            if embedder is None:
+                from varaverk.embedding import make_embedder
+                cache.append(make_embedder(settings))
+            elif callable(embedder) and not hasattr(embedder, "embed"):
+                cache.append(embedder())
+            else:
+                cache.append(embedder)
+        return cache[0]
+    return get
+
+
+def _fill_counts(report: IndexReport, listing, entries, states) -> None:
+    report.tracked = len(listing.entries)
+    report.head = listing.head
+    report.documents = sum(1 for e in entries if e.kind)
+    for e in entries:
+        if e.reason:
+            report.skipped.append((e.path, e.reason))
+        else:
+            stored = states.get(e.path)
+            if stored is not None and stored.status == "skipped":
+                report.skipped.append((e.path, stored.reason))
+
+
+def _check_embedder(settings, idx: Index, meta: dict, get_embedder) -> None:
+    """Refuse another backend/model/dimension than the stored vectors' (B20)."""
+    if not meta.get("embed_backend"):
+        return
+    emb = get_embedder()
+    if emb.backend != meta.get("embed_backend") or emb.model != meta.get("embed_model"):
+        raise IndexMismatch(mismatch_message(meta, emb.backend, emb.model, None))
+
+
+def _check_dimension(meta: dict, emb) -> None:
+    stored = int(meta.get("embed_dimension") or 0)
+    if stored and meta.get("embed_backend"):
+        dim = emb.dimension  # may probe a remote server once
+        if dim != stored:
+            raise IndexMismatch(mismatch_message(meta, emb.backend, emb.model, dim))
+
+
+@dataclass
+class _Pending:
+    path: str
+    kind: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    encoding: str
+    chunks: list  # list[Chunk]
+
+
+def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force, progress,
+                    report: IndexReport, started: float) -> None:
+    root = listing.root
+    states = {} if force else idx.file_states()
+    meta = idx.meta()
+    if not force and (meta.get("config_backend"), meta.get("config_model")) != _config_key(settings):
+        _check_embedder(settings, idx, meta, get_embedder)
+
+    report.tracked = len(listing.entries)
+    report.head = listing.head
+    report.documents = sum(1 for e in entries if e.kind)
+    changes = IndexChanges(replace_all=force)
+    pending: list[_Pending] = []
+
+    for entry in entries:
+        stored = states.get(entry.path)
+        if entry.reason:
+            report.skipped.append((entry.path, entry.reason))
+            if entry.reason == sources.REASON_MISSING:
+                log.info("%s: %s; its chunks are removed", entry.path, entry.reason)
+            if not _skip_unchanged(entry, stored):
+                changes.replace_chunks_of.append(entry.path)
+                changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped",
+                                                 entry.reason))
+            continue
+        st = entry.st
+        if _stat_unchanged(entry, stored):
+            report.unchanged += 1
+            if stored.status == "skipped":
+                report.skipped.append((entry.path, stored.reason))
+            continue
+        try:
+            with open(root / entry.path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            reason = f"{sources.REASON_UNREADABLE}: {exc.strerror or exc}"
+            log.warning("%s: %s", entry.path, reason)
+            report.skipped.append((entry.path, reason))
+            changes.replace_chunks_of.append(entry.path)
+            changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped", reason))
+            continue
+        report.files_read += 1
+        sha = hashlib.sha256(data).hexdigest()
+        if stored is not None and stored.sha256 == sha and stored.status != "partial" \
+                and stored.kind == entry.kind:
+            # Same content under a new mtime: record the new stat, keep chunks and vectors.
+            report.rehashed += 1
+            if stored.status == "skipped":
+                report.skipped.append((entry.path, stored.reason))
+            changes.file_rows.append(FileRow(entry.path, entry.kind, st.st_size, st.st_mtime_ns,
+                                             sha, stored.status, stored.reason,
+                                             stored.chunk_count, stored.encoding))
+            continue
+        decoded = sources.decode(data)
+        if decoded.text is None:
+            log.warning("%s: skipped: %s", entry.path, decoded.warning)
+            _skip_read(changes, report, entry, st, sha, decoded.warning, decoded.encoding)
+            continue
+        if decoded.warning:
+            log.warning("%s: %s", entry.path, decoded.warning)
+        from varaverk.chunking import chunk_document
+
+        emb = get_embedder()
+        chunks = chunk_document(entry.path, entry.kind, decoded.text, max_tokens=emb.max_tokens,
+                                count_tokens=emb.count_tokens)
+        if not chunks:
+            reason = REASON_NO_HEADER if entry.kind == "header" else REASON_NO_TEXT
+            log.info("%s: skipped: %s", entry.path, reason)
+            _skip_read(changes, report, entry, st, sha, reason, decoded.encoding)
+            continue
+        pending.append(_Pending(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,
+                                decoded.encoding, chunks))
+
+    current = {e.path for e in entries}
+    report.deleted = sorted(p for p in states if p not in current)
+    changes.delete_paths = list(report.deleted)
+    for path in report.deleted:
+        log.info("%s: no longer tracked; its chunks are removed", path)
+
+    if pending:
+        emb = get_embedder()
+        if not force:
+            _check_embedder(settings, idx, meta, get_embedder)
+            _check_dimension(meta, emb)
+        vectors, failures = _embed_all(emb, [c for p in pending for c in p.chunks], progress,
+                                       report)
+        for item in pending:
+            stored_chunks, failed = [], []
+            for chunk in item.chunks:
+                pieces = vectors.get(id(chunk))
+                if pieces:
+                    stored_chunks.extend(pieces)
+                if id(chunk) in failures:
+                    failed.append(failures[id(chunk)])
+            changes.replace_chunks_of.append(item.path)
+            changes.new_chunks.extend(stored_chunks)
+            if failed:
+                reason = (f"{len(failed)} of {len(item.chunks)} chunks failed to embed "
+                          f"(retried next run): {failed[0]}")
+                log.warning("%s: %s", item.path, reason)
+                report.failures.extend((item.path, msg) for msg in failed)
+                # size -1: the next run re-reads and re-embeds this file.
+                changes.file_rows.append(FileRow(item.path, item.kind, -1, -1, "", "partial",
+                                                 reason, len(stored_chunks), item.encoding))
+            else:
+                report.indexed += 1
+                changes.file_rows.append(FileRow(item.path, item.kind, item.size, item.mtime_ns,
+                                                 item.sha256, "indexed", "", len(stored_chunks),
+                                                 item.encoding))
+        report.chunks_embedded = len(changes.new_chunks)
+        report.chunks_failed = len(report.failures)
+        if changes.new_chunks:
+            changes.embedder = (emb.backend, emb.model, emb.dimension)
+    elif force:
+        emb = get_embedder()
+        changes.embedder = (emb.backend, emb.model, None)
+
+    if not (changes.file_rows or changes.delete_paths or changes.new_chunks or force
+            or (listing.head or "") != meta.get("head", "")
+            or (meta.get("config_backend"), meta.get("config_model")) != _config_key(settings)):
+        report.seconds = time.monotonic() - started
+        return  # another run did the work while we waited for the lock
+
+    report.seconds = time.monotonic() - started
+    backend, model = _config_key(settings)
+    changes.meta.update(
+        head=listing.head or "", repo_root=str(root), built_at=_utc_now(),
+        config_backend=backend, config_model=model, last_run="force" if force else "incremental")
+    if changes.new_chunks or force:
+        changes.meta["build_seconds"] = f"{report.seconds:.3f}"
+    idx.write(changes)
+    report.wrote = True
+
+
+def _skip_read(changes: IndexChanges, report: IndexReport, entry: _Entry, st, sha: str,
+               reason: str, encoding: str) -> None:
+    """Record a document that was read but yields nothing (binary, no header, empty)."""
+    report.skipped.append((entry.path, reason))
+    changes.replace_chunks_of.append(entry.path)
+    changes.file_rows.append(FileRow(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,
+                                     "skipped", reason, 0, encoding))
+
+
+def _embed_all(emb, chunks: list, progress, report: IndexReport):
+    """Embed ``chunks``; returns ``({id(chunk): [(piece, vector), ...]}, {id(chunk): message})``.
+
+    Texts are embedded shortest first (less padding for batched local inference). A chunk the
+    server rejects as too long is halved with ``split_chunk`` and its halves retried, at most
+    ``MAX_SPLIT_DEPTH`` times; any other failure is returned for the caller to record.
+    """
+    from varaverk.chunking import split_chunk
+
+    # Work items: (original chunk id, piece, depth). Originals keep their document order in the
+    # result because pieces are collected per original in the order they were split.
+    work = [(id(c), c, 0) for c in chunks]
+    vectors: dict[int, list] = {}
+    order: dict[int, list] = {}
+    failures: dict[int, str] = {}
+    total = len(work)
+    bar = _progress_bar(progress, total)
+    done = 0
+    step = max(1, emb.batch_size * PROGRESS_BATCH_FACTOR) if hasattr(emb, "batch_size") else 64
+    try:
+        while work:
+            work.sort(key=lambda w: len(w[1].embed_text))
+            retry = []
+            for start in range(0, len(work), step):
+                batch = work[start:start + step]
+                result = emb.embed([w[1].embed_text for w in batch])
+                report.embed_calls += 1
+                for i, (origin, piece, depth) in enumerate(batch):
+                    vec = result.vectors[i]
+                    if vec is not None:
+                        order.setdefault(origin, []).append((piece, vec))
+                        continue
+                    failure = result.errors.get(i)
+                    message = failure.message if failure else "no vector returned"
+                    if failure is not None and failure.too_long and depth < MAX_SPLIT_DEPTH:
+                        halves = split_chunk(piece, emb.count_tokens, emb.max_tokens)
+                        if len(halves) > 1:
+                            log.warning("%s: a chunk was too long for the embedder (%s); "
+                                        "split in %d and retried", piece.path, message,
+                                        len(halves))
+                            retry.extend((origin, h, depth + 1) for h in halves)
+                            total += len(halves) - 1
+                            if bar is not None and hasattr(bar, "total"):
+                                bar.total = total
+                            continue
+                    failures[origin] = message
+                done += len(batch)
+                _tick(bar, progress, done, total)
+            work = retry
+    finally:
+        if bar is not None:
+            bar.close()
+    for origin, pieces in order.items():
+        # Split pieces come back in embedding order; restore file order for storage.
+        pieces.sort(key=lambda pv: (pv[0].start_line, pv[0].part))
+        vectors[origin] = pieces
+    return vectors, failures
+
+
+def _progress_bar(progress, total: int):
+    if progress is None and total and sys.stderr.isatty():
+        from tqdm import tqdm
+        return tqdm(total=total, unit="chunk", desc="embedding", file=sys.stderr, leave=False)
+    return None
+
+
+def _tick(bar, progress, done: int, total: int) -> None:
+    if bar is not None:
+        bar.n = done
+        bar.refresh()
+    elif callable(progress):
+        progress(done, total)
+
+
+def _utc_now() -> str:
+    import datetime as _dt
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# ---------------------------------------------------------------------------------------------
+# plan (--dry-run) and status
+# ---------------------------------------------------------------------------------------------
+
+def plan(settings, count_tokens: Callable[[str], int] | None = None, max_tokens: int = 256
+         ) -> dict[str, Any]:
+    """What an index run would index, without contacting any server or writing anything.
+
+    Reads and chunks every tracked document (nothing else), exactly as ``refresh`` would.
+
+    Args:
+        settings: ``Settings``.
+        count_tokens, max_tokens: the embedder's token counter and input budget (the local
+            tokenizer works offline; remote backends count characters).
+
+    Returns:
+        ``{"repo_root", "head", "tracked", "kinds": {kind: {"files", "chunks"}},
+        "files": [{"path", "kind", "chunks", "encoding"}], "skipped": [{"path", "kind",
+        "reason"}], "chunks"}``.
+    """
+    from varaverk.chunking import chunk_document
+
+    listing = sources.list_tracked(settings.ai_repo_root)
+    entries = _classify(listing, sources.KindMatcher.from_settings(settings))
+    kinds: dict[str, dict[str, int]] = {k: {"files": 0, "chunks": 0} for k in sources.KINDS}
+    files, skipped = [], []
+    for entry in entries:
+        if entry.reason:
+            skipped.append({"path": entry.path, "kind": entry.kind, "reason": entry.reason})
+            continue
+        try:
+            data = (listing.root / entry.path).read_bytes()
+        except OSError as exc:
+            skipped.append({"path": entry.path, "kind": entry.kind,
+                            "reason": f"{sources.REASON_UNREADABLE}: {exc.strerror or exc}"})
+            continue
+        decoded = sources.decode(data)
+        if decoded.text is None:
+            skipped.append({"path": entry.path, "kind": entry.kind, "reason": decoded.warning})
+            continue
+        if decoded.warning:
+            log.warning("%s: %s", entry.path, decoded.warning)
+        chunks = chunk_document(entry.path, entry.kind, decoded.text, max_tokens=max_tokens,
+                                count_tokens=count_tokens)
+        if not chunks:
+            reason = REASON_NO_HEADER if entry.kind == "header" else REASON_NO_TEXT
+            skipped.append({"path": entry.path, "kind": entry.kind, "reason": reason})
+            continue
+        kinds[entry.kind]["files"] += 1
+        kinds[entry.kind]["chunks"] += len(chunks)
+        files.append({"path": entry.path, "kind": entry.kind, "chunks": len(chunks),
+                      "encoding": decoded.encoding})
+    return {"repo_root": str(listing.root), "head": listing.head, "tracked": len(listing.entries),
+            "kinds": kinds, "files": files, "skipped": skipped,
+            "chunks": sum(k["chunks"] for k in kinds.values())}
+
+
+def status(settings) -> dict[str, Any]:
+    """The index's contents and whether it is behind the repository (``ai-index --status``).
+
+    Opens the index read-only and compares with the repository by ``lstat`` only (no file is
+    read, nothing is written, no server contacted).
+
+    Returns:
+        ``Index.status()`` plus ``"repository": {"root", "head", "tracked"}`` and
+        ``"behind": {"head_moved", "stored_head", "changed", "added", "removed", "behind"}``
+        (path lists).
+
+    Raises:
+        IndexMissing: no index yet. SourcesError: the repository cannot be listed.
+    """
+    with Index.open(settings.index_path, readonly=True) as idx:
+        info = idx.status()
+        states = idx.file_states()
+    meta = info["meta"]
+    listing = sources.list_tracked(settings.ai_repo_root)
+    entries = _classify(listing, sources.KindMatcher.from_settings(settings))
+    changed, added = [], []
+    for entry in entries:
+        stored = states.get(entry.path)
+        if stored is None:
+            added.append(entry.path)
+        elif entry.reason:
+            if not _skip_unchanged(entry, stored):
+                changed.append(entry.path)
+        elif not _stat_unchanged(entry, stored):
+            changed.append(entry.path)
+    current = {e.path for e in entries}
+    removed = sorted(p for p in states if p not in current)
+    head_moved = (listing.head or "") != meta.get("head", "")
+    info["repository"] = {"root": str(listing.root), "head": listing.head,
+                          "tracked": len(listing.entries)}
+    info["behind"] = {"head_moved": head_moved, "stored_head": meta.get("head") or None,
+                      "changed": changed, "added": added, "removed": removed,
+                      "behind": bool(head_moved or changed or added or removed)}
+    return info

@@ -1,0 +1,304 @@
+"""Tracked documents: which files of the repository are indexed, as what kind, and how they decode.
+
+The only source of paths is ``git ls-files -z -s`` (one subprocess): ``-z`` gives names exactly as
+stored, whatever bytes they hold (B01), and ``-s`` gives each entry's mode so submodule gitlinks
+(mode 160000) are recognised without touching the disk (B02). Staged but uncommitted files are
+listed by git and therefore indexed; an empty repository lists nothing (B04).
+
+Each tracked path is classified once:
+
+* its *kind* from the ``AI_GLOBS_*`` settings (header, readme, manual, template, doc, first match
+  in that order); a path matching none is left out with the reason ``not a documentation kind``;
+* what it is on disk (``os.lstat``): a regular file is read; a path deleted from the work tree is
+  treated as deleted; symbolic links are never followed (a link may lead outside the repository
+  or to a git-ignored file holding secrets), and anything else is skipped with its reason.
+
+Decoding (``decode``): NUL in the first 8 KiB means binary; UTF-8 with the BOM stripped (B10);
+else cp1252, else latin-1, with a warning naming the file (B08); line endings normalised to
+``\\n`` (B11). Bytes are never dropped (no ``errors="ignore"``).
+
+This module is on the no-op refresh path, so it imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+KINDS = ("header", "readme", "manual", "template", "doc")
+GITLINK_MODE = "160000"
+BINARY_SNIFF_BYTES = 8192
+
+# Reasons a tracked path is not indexed; --status and the log show them verbatim.
+REASON_NOT_DOC = "not a documentation kind"
+REASON_SUBMODULE = "submodule (gitlink, mode 160000)"
+REASON_MISSING = "deleted from the work tree (not yet committed)"
+REASON_SYMLINK_OUT = "symbolic link resolving outside the repository (never followed)"
+REASON_SYMLINK_IN = "symbolic link (never followed; its target is indexed under its own path)"
+REASON_NOT_REGULAR = "not a regular file"
+REASON_BAD_NAME = "file name is not valid UTF-8"
+REASON_BINARY = "binary file (NUL byte in the first 8 KiB)"
+REASON_UNREADABLE = "cannot be read"
+
+
+class SourcesError(RuntimeError):
+    """The repository cannot be listed (not a git work tree, git missing)."""
+
+
+@dataclass(frozen=True)
+class TrackedPath:
+    """One ``git ls-files`` entry.
+
+    Attributes:
+        path: repository-relative path, decoded with ``os.fsdecode`` (surrogateescape).
+        mode: git's octal mode string (``100644``, ``100755``, ``120000``, ``160000``).
+    """
+
+    path: str
+    mode: str
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The tracked paths of a repository and its HEAD.
+
+    Attributes:
+        root: the repository root (absolute).
+        entries: tracked paths in git's order, one per path (conflict stages folded).
+        head: the commit SHA of HEAD, or None when the repository has no commits yet (B04).
+            On a detached HEAD this is still the SHA, never the word ``HEAD``.
+    """
+
+    root: Path
+    entries: tuple[TrackedPath, ...]
+    head: str | None
+
+
+def _git(root: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(["git", "-C", str(root), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def list_tracked(root: str | os.PathLike) -> Listing:
+    """List the tracked paths of the repository at ``root`` with their modes, and its HEAD.
+
+    Runs ``git ls-files -z -s`` and ``git rev-parse --verify -q HEAD`` side by side (two
+    subprocesses, overlapping). An empty repository gives no entries and ``head=None``.
+
+    Raises:
+        SourcesError: git is missing or ``root`` is not a git work tree.
+    """
+    root = Path(root)
+    try:
+        ls = _git(root, "ls-files", "-z", "-s")
+        rev = _git(root, "rev-parse", "--verify", "-q", "HEAD")
+    except OSError as exc:
+        raise SourcesError(f"cannot run git: {exc}") from None
+    out, err = ls.communicate()
+    head_out, _ = rev.communicate()
+    if ls.returncode != 0:
+        msg = os.fsdecode(err).strip() or f"git ls-files exited {ls.returncode}"
+        raise SourcesError(f"cannot list tracked files in {root}: {msg}")
+    entries: list[TrackedPath] = []
+    seen: set[bytes] = set()
+    for record in out.split(b"\0"):
+        if not record:
+            continue
+        meta, _, raw_path = record.partition(b"\t")
+        if raw_path in seen:  # unmerged paths appear once per conflict stage
+            continue
+        seen.add(raw_path)
+        mode = meta.split(b" ", 1)[0].decode("ascii", "replace")
+        entries.append(TrackedPath(os.fsdecode(raw_path), mode))
+    head = head_out.decode("ascii", "replace").strip() if rev.returncode == 0 else None
+    return Listing(root=root, entries=tuple(entries), head=head or None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Globs
+# ---------------------------------------------------------------------------------------------
+
+def glob_to_regex(pattern: str) -> str:
+    """Translate a path glob into an anchored regular expression over ``/``-separated paths.
+
+    ``*`` matches within one path component, ``?`` one character of a component, ``[...]`` a
+    character class, and ``**`` any number of whole components: ``**/x`` matches ``x`` at any
+    depth including the top, ``a/**`` everything under ``a``, ``a/**/b`` also ``a/b``. A pattern
+    without ``/`` matches only at the top level (``README.md`` is the root README only).
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "*":
+            if pattern.startswith("**", i):
+                at_start = i == 0 or pattern[i - 1] == "/"
+                j = i + 2
+                if at_start and j < n and pattern[j] == "/":
+                    out.append("(?:[^/]*/)*")  # zero or more whole folders
+                    i = j + 1
+                    continue
+                if at_start and j == n:
+                    out.append(".*")
+                    i = j
+                    continue
+                out.append("[^/]*")  # "a**b" behaves like "a*b"
+                i = j
+                continue
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            # The class body starts after "[" (and a leading "!"); a "]" right there is literal.
+            k = i + 2 if pattern.startswith("[!", i) else i + 1
+            j = pattern.find("]", k + 1 if pattern.startswith("]", k) else k)
+            if j < 0:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1:j]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = j + 1
+                continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def compile_globs(globs: Iterable[str]) -> re.Pattern[str] | None:
+    """One compiled regex matching any of ``globs`` over a whole path; None when empty."""
+    parts = [glob_to_regex(g) for g in globs if g]
+    if not parts:
+        return None
+    return re.compile("(?:" + "|".join(parts) + r")\Z", re.DOTALL)
+
+
+class KindMatcher:
+    """Decides a path's kind from the ``AI_GLOBS_*`` settings.
+
+    Kinds are tried in the order header, readme, manual, template, doc; the first whose globs
+    match the whole path wins (so ``docs/README-x.md`` is a readme, not a doc).
+    """
+
+    def __init__(self, globs_by_kind: dict[str, Sequence[str]]):
+        self._rules = [(kind, rx) for kind in KINDS
+                       if (rx := compile_globs(globs_by_kind.get(kind, ()))) is not None]
+
+    @classmethod
+    def from_settings(cls, settings) -> "KindMatcher":
+        """Build from a ``Settings`` (fields ``ai_globs_<kind>``)."""
+        return cls({kind: getattr(settings, f"ai_globs_{kind}") for kind in KINDS})
+
+    def kind_of(self, path: str) -> str | None:
+        """The kind of repository-relative ``path``, or None when it is not documentation."""
+        for kind, rx in self._rules:
+            if rx.match(path):
+                return kind
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Disk checks and decoding
+# ---------------------------------------------------------------------------------------------
+
+def is_valid_name(path: str) -> bool:
+    """True when ``path`` is valid Unicode (it can be stored as text and shown)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable_name(path: str) -> str:
+    """``path`` with undecodable bytes shown as ``\\xNN`` escapes (storable, loggable)."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def check_symlink(root: Path, path: str) -> str:
+    """The skip reason for a tracked symbolic link: outside the repository or not."""
+    try:
+        target = (root / path).resolve()
+        target.relative_to(root.resolve())
+    except (ValueError, OSError, RuntimeError):
+        return REASON_SYMLINK_OUT
+    return REASON_SYMLINK_IN
+
+
+def lstat_entry(root: Path, entry: TrackedPath) -> tuple[os.stat_result | None, str]:
+    """``os.lstat`` a tracked entry and say whether it can be read as a document.
+
+    Returns ``(stat_result, "")`` for a regular file; ``(None, REASON_MISSING)`` when it is gone
+    from the work tree; otherwise ``(stat_result or None, reason)`` with the skip reason.
+    """
+    if entry.mode == GITLINK_MODE:
+        return None, REASON_SUBMODULE
+    try:
+        st = os.lstat(root / entry.path)
+    except FileNotFoundError:
+        return None, REASON_MISSING
+    except NotADirectoryError:  # a parent folder was replaced by a file
+        return None, REASON_MISSING
+    except OSError as exc:
+        return None, f"{REASON_UNREADABLE}: {exc.strerror or exc}"
+    if stat.S_ISLNK(st.st_mode):
+        return st, check_symlink(root, entry.path)
+    if not stat.S_ISREG(st.st_mode):
+        return st, REASON_NOT_REGULAR
+    return st, ""
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """A decoded document.
+
+    Attributes:
+        text: the text with ``\\n`` line endings and no BOM; None when binary.
+        encoding: ``utf-8``, ``utf-8-sig``, ``cp1252`` or ``latin-1``; ``binary`` when skipped.
+        warning: a message for the log when the file needed a fallback, else empty.
+    """
+
+    text: str | None
+    encoding: str
+    warning: str = ""
+
+
+def normalise_newlines(text: str) -> str:
+    """CRLF and lone CR become LF (B11)."""
+    if "\r" not in text:
+        return text
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def decode(data: bytes) -> Decoded:
+    """Decode a document's bytes.
+
+    NUL in the first 8 KiB → binary (``text=None``). Otherwise UTF-8 (BOM stripped, B10); on
+    failure cp1252, then latin-1 (which cannot fail), each with a warning (B08). Line endings are
+    normalised (B11). No byte is ever silently dropped.
+    """
+    if b"\0" in data[:BINARY_SNIFF_BYTES]:
+        return Decoded(None, "binary", REASON_BINARY)
+    try:
+        if data.startswith(b"\xef\xbb\xbf"):
+            return Decoded(normalise_newlines(data[3:].decode("utf-8")), "utf-8-sig")
+        return Decoded(normalise_newlines(data.decode("utf-8")), "utf-8")
+    except UnicodeDecodeError as exc:
+        bad = f"invalid UTF-8 at byte {exc.start}"
+    for fallback in ("cp1252", "latin-1"):
+        try:
+            text = data.decode(fallback)
+        except UnicodeDecodeError:
+            continue
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        return Decoded(normalise_newlines(text), fallback,
+                       f"{bad}; decoded as {fallback} (a legacy 8-bit encoding)")
+    raise AssertionError("latin-1 decodes every byte")  # pragma: no cover

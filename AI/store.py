@@ -1,0 +1,624 @@
+"""The SQLite index: tracked files, chunks, embeddings and a full-text index, in one file.
+
+Layout (schema version ``SCHEMA_VERSION``, applied by the numbered migrations below and recorded
+in ``schema_migrations``):
+
+* ``meta(key, value)``: embedding backend, model and dimension (the vectors' provenance, B20),
+  the backend/model the settings named, repository root, HEAD commit at the last build (a SHA
+  even on a detached HEAD, B04), build time and duration, file and chunk counts, and a
+  ``generation`` counter bumped by every write so readers know when to reload.
+* ``files(path, kind, size, mtime_ns, sha256, status, reason, chunk_count, encoding)``: every
+  tracked path, indexed or skipped with its reason, so ``--status`` accounts for all of them and
+  an unchanged ``size``/``mtime_ns`` lets the indexer skip a file without reading it.
+* ``chunks(id, path, kind, section, title, start_line, end_line, part, text, context, meta, vec)``:
+  ``vec`` is the embedding as a little-endian float32 BLOB, L2-normalised by us, so cosine
+  similarity is a dot product. Zero, non-finite or wrong-length vectors are never written (B19).
+* ``chunks_fts``: FTS5 over ``context`` and ``text`` (external content, kept in step by
+  triggers). The tokenizer keeps ``_`` inside words, so ``MOVER_STOP_TIMEOUT`` is one token;
+  ``-`` separates, and a quoted query word becomes a phrase, so ``--force-delete`` still matches
+  exactly those words in that order.
+
+Readers get a contiguous float32 matrix (``vector_table``) for numpy scoring, cached until the
+generation changes. The file is in WAL mode: readers (the dock) keep reading the last committed
+index while an index run writes; a run commits once at its end, so a failed or interrupted run
+leaves the previous index whole.
+
+numpy is imported only where vectors are handled, because the no-op refresh path opens the
+index too and must stay cheap.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence
+
+from varaverk.chunking import Chunk
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+SCHEMA_VERSION = 1
+FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
+
+
+class IndexError_(Exception):
+    """Base of the index errors (not the builtin ``IndexError``)."""
+
+
+class IndexMissing(IndexError_):
+    """No index exists at the path yet: run ``ai-index``."""
+
+
+class IndexMismatch(IndexError_):
+    """The index was built with another embedding backend, model or dimension (B20)."""
+
+
+class IndexCorrupt(IndexError_):
+    """The file is not a Varaverk index, or was written by a newer version."""
+
+
+@dataclass(frozen=True)
+class StoredChunk(Chunk):
+    """A chunk as stored: every ``Chunk`` field plus its row ``id`` in the index."""
+
+    id: int = field(default=-1, kw_only=True)
+
+
+@dataclass(frozen=True)
+class VectorTable:
+    """All usable embeddings of the index, ready for numpy scoring.
+
+    Attributes:
+        ids: chunk ids, int64 ``(n,)``.
+        matrix: float32 ``(n, dim)``, C-contiguous, rows L2-normalised (cosine = dot product).
+        kinds: the chunk kinds, ``(n,)`` str array aligned with ``ids``.
+        sections: the chunk sections, ``(n,)`` str array aligned with ``ids``.
+        dimension: ``dim``; backend and model: the embedder that made the vectors.
+        excluded: ids of stored rows left out (zero, non-finite or wrong-length vectors, B19).
+    """
+
+    ids: "np.ndarray"
+    matrix: "np.ndarray"
+    kinds: "np.ndarray"
+    sections: "np.ndarray"
+    dimension: int
+    backend: str
+    model: str
+    excluded: tuple[int, ...] = ()
+
+
+def describe_embedder(backend: str, model: str, dimension: int | str | None) -> str:
+    """``backend/model (N dims)`` as messages show it."""
+    dims = f" ({dimension} dims)" if dimension not in (None, "", 0, "0") else ""
+    return f"{backend}/{model}{dims}"
+
+
+def mismatch_message(stored: dict, backend: str, model: str, dimension: int | None) -> str:
+    """The B20 refusal: what the index was built with, what this run uses, and what to do."""
+    built = describe_embedder(stored.get("embed_backend", "?"), stored.get("embed_model", "?"),
+                              stored.get("embed_dimension"))
+    now = describe_embedder(backend, model, dimension)
+    return (f"index built with {built}; this run uses {now} "
+            f"— run ai-index --force to rebuild")
+
+
+# ---------------------------------------------------------------------------------------------
+# Migrations: numbered, applied in order, each recorded once with its time.
+# ---------------------------------------------------------------------------------------------
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (1, "initial", f"""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE files (
+            path TEXT PRIMARY KEY,
+            kind TEXT NOT NULL DEFAULT '',
+            size INTEGER NOT NULL DEFAULT -1,
+            mtime_ns INTEGER NOT NULL DEFAULT -1,
+            sha256 TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL CHECK (status IN ('indexed', 'skipped', 'partial')),
+            reason TEXT NOT NULL DEFAULT '',
+            chunk_count INTEGER NOT NULL DEFAULT 0,
+            encoding TEXT NOT NULL DEFAULT ''
+        );
+        CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            section TEXT NOT NULL,
+            title TEXT NOT NULL,
+            start_line INTEGER NOT NULL,
+            end_line INTEGER NOT NULL,
+            part INTEGER NOT NULL DEFAULT 0,
+            text TEXT NOT NULL,
+            context TEXT NOT NULL,
+            meta TEXT NOT NULL DEFAULT '{{}}',
+            vec BLOB NOT NULL
+        );
+        CREATE INDEX chunks_path ON chunks(path);
+        CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            context, text, content='chunks', content_rowid='id', tokenize="{FTS_TOKENIZE}"
+        );
+        CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+            INSERT INTO chunks_fts(rowid, context, text) VALUES (new.id, new.context, new.text);
+        END;
+        CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, context, text)
+            VALUES ('delete', old.id, old.context, old.text);
+        END;
+        CREATE TRIGGER chunks_au AFTER UPDATE ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, context, text)
+            VALUES ('delete', old.id, old.context, old.text);
+            INSERT INTO chunks_fts(rowid, context, text) VALUES (new.id, new.context, new.text);
+        END;
+    """),
+]
+assert MIGRATIONS[-1][0] == SCHEMA_VERSION
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _pending_migrations(conn: sqlite3.Connection) -> bool:
+    """True when the file lacks a migration (a read, so opening an up-to-date index never
+    waits for another run's write transaction)."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_migrations'").fetchone():
+        return True
+    applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+    return any(version not in applied for version, _, _ in MIGRATIONS) or \
+        max(applied, default=0) > SCHEMA_VERSION
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                 "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+    applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+    newest = max(applied, default=0)
+    if newest > SCHEMA_VERSION:
+        raise IndexCorrupt(f"index schema version {newest} is newer than this Varaverk "
+                           f"understands ({SCHEMA_VERSION}); upgrade, or rebuild with --force")
+    for version, name, sql in MIGRATIONS:
+        if version in applied:
+            continue
+        # executescript commits first; run the statements one by one inside our transaction.
+        for statement in _split_sql(sql):
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, _now()))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(version),))
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration script into statements (``sqlite3.complete_statement`` aware)."""
+    statements, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                statements.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        statements.append(buf.strip())
+    return statements
+
+
+# ---------------------------------------------------------------------------------------------
+# Full-text query escaping
+# ---------------------------------------------------------------------------------------------
+
+# Words that carry no retrieval signal in a question; dropped from the lexical query only.
+_STOPWORDS = frozenset("""
+a an and are as at be by can could did do does for from has have how i if in into is it its
+me my of on or should so that the their then there these this those to was we were what when
+where which who why will with would you your about after before does doing any
+""".split())
+_WORD_EDGE = re.compile(r"^[^\w-]+|[^\w]+$")
+
+
+def fts_query(query: str) -> str:
+    """Turn free text into a safe FTS5 MATCH expression.
+
+    Every whitespace-separated word becomes a double-quoted string (FTS5 tokenizes it with the
+    index's tokenizer, so ``--force-delete`` becomes the phrase "force delete" and
+    ``MOVER_STOP_TIMEOUT`` one token); words are joined with OR so BM25 ranks partial matches.
+    FTS5 operators and punctuation in the query are thereby literal text, never syntax.
+    Common question words are dropped unless nothing else remains. Empty result: no query.
+    """
+    words = [w for w in (_WORD_EDGE.sub("", raw) for raw in query.split()) if w]
+    kept = [w for w in words if w.lower() not in _STOPWORDS and len(w) > 1] or words
+    seen: set[str] = set()
+    terms = []
+    for w in kept:
+        key = w.lower()
+        if key in seen:
+            continue
+        seen.add(key)
+        terms.append('"' + w.replace('"', '""') + '"')
+    return " OR ".join(terms)
+
+
+# ---------------------------------------------------------------------------------------------
+# The index
+# ---------------------------------------------------------------------------------------------
+
+class Index:
+    """An open Varaverk index (one SQLite file).
+
+    Thread-safe for the dock's threads: one connection guarded by a lock. Use ``Index.open``.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, readonly: bool):
+        self._conn = conn
+        self.path = path
+        self.readonly = readonly
+        self._lock = threading.RLock()
+        self._vectors: VectorTable | None = None
+        self._vectors_generation: str | None = None
+
+    # -- opening ------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, readonly: bool = False) -> "Index":
+        """Open (or, unless ``readonly``, create) the index at ``path``.
+
+        Creating makes the parent folder, switches the file to WAL and applies the migrations.
+
+        Raises:
+            IndexMissing: ``readonly`` and no index file exists.
+            IndexCorrupt: the file is not a SQLite index of ours, or is from a newer version.
+        """
+        path = Path(path)
+        if readonly:
+            if not path.is_file():
+                raise IndexMissing(f"no index at {path} — run ai-index first")
+            uri = "file:" + _uri_path(path) + "?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None,
+                                   timeout=30)
+        try:
+            conn.execute("PRAGMA busy_timeout = 30000")
+            if readonly:
+                has = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_migrations'"
+                                   ).fetchone()
+                if not has:
+                    raise IndexMissing(f"{path} holds no Varaverk index — run ai-index first")
+                newest = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+                if (newest or 0) != SCHEMA_VERSION:
+                    raise IndexCorrupt(f"index schema version {newest} at {path}; this Varaverk "
+                                       f"reads version {SCHEMA_VERSION} — run ai-index")
+            else:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = NORMAL")
+                if _pending_migrations(conn):
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        _migrate(conn)
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        conn.execute("ROLLBACK")
+                        raise
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise IndexCorrupt(f"{path} is not a usable index: {exc}") from None
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, path, readonly)
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> "Index":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def meta(self) -> dict[str, str]:
+        """All meta entries as strings (``embed_backend``, ``embed_model``, ``embed_dimension``,
+        ``schema_version``, ``repo_root``, ``head``, ``built_at``, ``build_seconds``, ``files``,
+        ``chunks``, ``generation``, ...); missing keys are simply absent."""
+        with self._lock:
+            return dict(self._conn.execute("SELECT key, value FROM meta"))
+
+    def generation(self) -> str:
+        """The write counter; changes whenever an index run commits."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return row[0] if row else "0"
+
+    def check_compatible(self, backend: str, model: str, dimension: int | None = None) -> None:
+        """Raise IndexMismatch unless the stored vectors come from ``backend``/``model``
+        (and ``dimension``, when given). An index without vectors is compatible with anything.
+        """
+        meta = self.meta()
+        if not meta.get("embed_backend"):
+            return
+        same = meta.get("embed_backend") == backend and meta.get("embed_model") == model
+        if same and dimension is not None and meta.get("embed_dimension"):
+            same = int(meta["embed_dimension"]) == int(dimension)
+        if not same:
+            raise IndexMismatch(mismatch_message(meta, backend, model, dimension))
+
+    def file_states(self) -> dict[str, "FileState"]:
+        """``path -> FileState`` for every stored file (one query; for change detection)."""
+        with self._lock:
+            return {row[0]: FileState(*row[1:]) for row in self._conn.execute(
+                "SELECT path, size, mtime_ns, sha256, status, reason, kind, chunk_count, encoding"
+                " FROM files")}
+
+    def vector_table(self) -> VectorTable:
+        """All usable vectors as one contiguous float32 matrix (see ``VectorTable``).
+
+        One query fetches every BLOB; rows whose BLOB is not ``dimension`` float32 values, or
+        whose vector is zero or non-finite, are excluded (B19c, B20) — they can never rank and
+        no dot product ever runs between vectors of different lengths. Cached until the index's
+        generation changes, so repeated searches in one process do not reload.
+        """
+        import numpy as np
+
+        with self._lock:
+            gen = self.generation()
+            if self._vectors is not None and self._vectors_generation == gen:
+                return self._vectors
+            meta = self.meta()
+            dim = int(meta.get("embed_dimension") or 0)
+            rows = self._conn.execute(
+                "SELECT id, kind, section, vec FROM chunks ORDER BY id").fetchall()
+        width = dim * 4
+        good = [r for r in rows if dim and len(r[3]) == width]
+        excluded = [r[0] for r in rows if not (dim and len(r[3]) == width)]
+        if good:
+            matrix = np.frombuffer(b"".join(r[3] for r in good), dtype="<f4").reshape(len(good), dim)
+            matrix = matrix.astype(np.float32, copy=False)
+            norms = np.linalg.norm(matrix, axis=1)
+            ok = np.isfinite(matrix).all(axis=1) & np.isfinite(norms) & (norms > 1e-6)
+            if not ok.all():
+                excluded += [good[i][0] for i in np.flatnonzero(~ok)]
+                good = [r for r, keep in zip(good, ok) if keep]
+                matrix = matrix[ok]
+            matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+        else:
+            matrix = np.zeros((0, dim), dtype=np.float32)
+        table = VectorTable(
+            ids=np.fromiter((r[0] for r in good), dtype=np.int64, count=len(good)),
+            matrix=matrix,
+            kinds=np.array([r[1] for r in good], dtype=str),
+            sections=np.array([r[2] for r in good], dtype=str),
+            dimension=dim,
+            backend=meta.get("embed_backend", ""),
+            model=meta.get("embed_model", ""),
+            excluded=tuple(sorted(excluded)),
+        )
+        with self._lock:
+            self._vectors, self._vectors_generation = table, gen
+        return table
+
+    def get_chunks(self, ids: Sequence[int]) -> list[StoredChunk]:
+        """The stored chunks with these ids, in the order given (unknown ids are left out)."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            return []
+        found: dict[int, StoredChunk] = {}
+        with self._lock:
+            for start in range(0, len(ids), 500):
+                part = ids[start:start + 500]
+                marks = ",".join("?" * len(part))
+                for row in self._conn.execute(
+                        "SELECT id, path, kind, section, title, start_line, end_line, part, text,"
+                        f" context, meta FROM chunks WHERE id IN ({marks})", part):
+                    found[row[0]] = _stored(row)
+        return [found[i] for i in ids if i in found]
+
+    def chunks_for_path(self, path: str) -> list[StoredChunk]:
+        """Every stored chunk of one file, in document order."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, path, kind, section, title, start_line, end_line, part, text, context,"
+                " meta FROM chunks WHERE path = ? ORDER BY start_line, part, id", (path,)).fetchall()
+        return [_stored(r) for r in rows]
+
+    def fts_search(self, query: str, limit: int) -> list[tuple[int, float]]:
+        """Lexical search: ``[(chunk id, score)]``, best first, at most ``limit``.
+
+        The score is BM25 negated (SQLite's bm25 is lower-is-better), so higher is better. The
+        query is free text made safe by ``fts_query``; an empty or unmatched query gives [].
+        """
+        expr = fts_query(query)
+        if not expr or limit <= 0:
+            return []
+        with self._lock:
+            try:
+                rows = self._conn.execute(
+                    "SELECT rowid, bm25(chunks_fts, 1.0, 1.0) AS rank FROM chunks_fts "
+                    "WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?", (expr, int(limit))).fetchall()
+            except sqlite3.OperationalError:
+                return []
+        return [(int(r[0]), -float(r[1])) for r in rows]
+
+    def status(self) -> dict[str, Any]:
+        """What the index holds, for ``ai-index --status``.
+
+        Keys: ``path``, ``size_bytes`` (the SQLite file plus its WAL), ``meta`` (all meta
+        entries), ``files`` (count by status), ``files_by_kind`` and ``chunks_by_kind``
+        (indexed kinds), ``skipped`` (``[{"path", "kind", "reason"}]``), ``partial`` (files with
+        chunks that failed to embed, same shape), ``tracked`` (rows in ``files``).
+        """
+        with self._lock:
+            conn = self._conn
+            files = dict(conn.execute("SELECT status, count(*) FROM files GROUP BY status"))
+            files_by_kind = dict(conn.execute(
+                "SELECT kind, count(*) FROM files WHERE status != 'skipped' GROUP BY kind"))
+            chunks_by_kind = dict(conn.execute("SELECT kind, count(*) FROM chunks GROUP BY kind"))
+            skipped = [{"path": p, "kind": k, "reason": r} for p, k, r in conn.execute(
+                "SELECT path, kind, reason FROM files WHERE status = 'skipped' ORDER BY path")]
+            partial = [{"path": p, "kind": k, "reason": r} for p, k, r in conn.execute(
+                "SELECT path, kind, reason FROM files WHERE status = 'partial' ORDER BY path")]
+            meta = dict(conn.execute("SELECT key, value FROM meta"))
+        size = sum(os.path.getsize(p) for p in (self.path, Path(str(self.path) + "-wal"))
+                   if os.path.exists(p))
+        return {
+            "path": str(self.path), "size_bytes": size, "meta": meta, "files": files,
+            "tracked": sum(files.values()), "files_by_kind": files_by_kind,
+            "chunks_by_kind": chunks_by_kind, "chunks": sum(chunks_by_kind.values()),
+            "skipped": skipped, "partial": partial,
+        }
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def write(self, changes: "IndexChanges") -> None:
+        """Apply one index run's changes in a single transaction (all or nothing).
+
+        Raises IndexMismatch (and writes nothing) when new vectors' dimension differs from the
+        stored one and ``changes.replace_all`` is false.
+        """
+        if self.readonly:
+            raise PermissionError("index opened read-only")
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._apply(conn, changes)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            self._vectors = None
+
+    def _apply(self, conn: sqlite3.Connection, ch: "IndexChanges") -> None:
+        meta = dict(conn.execute("SELECT key, value FROM meta"))
+        if ch.replace_all:
+            conn.execute("DELETE FROM chunks")
+            conn.execute("DELETE FROM files")
+            for key in ("embed_backend", "embed_model", "embed_dimension"):
+                meta.pop(key, None)
+                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+        stored_dim = int(meta.get("embed_dimension") or 0)
+        has_chunks = conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is not None
+        if ch.embedder is not None and (ch.new_chunks or not meta.get("embed_backend")):
+            backend, model, dim = ch.embedder
+            if has_chunks and not ch.replace_all and meta.get("embed_backend") and (
+                    meta.get("embed_backend") != backend or meta.get("embed_model") != model
+                    or (stored_dim and dim and stored_dim != dim)):
+                raise IndexMismatch(mismatch_message(meta, backend, model, dim))
+        width = None
+        for path in ch.delete_paths:
+            conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+            conn.execute("DELETE FROM files WHERE path = ?", (path,))
+        for path in ch.replace_chunks_of:
+            conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+        rows = []
+        for chunk, vec in ch.new_chunks:
+            blob = vec.astype("<f4", copy=False).tobytes()
+            if width is None:
+                width = len(blob)
+            if len(blob) != width:
+                raise IndexMismatch(f"vectors of two lengths in one run ({width // 4} and "
+                                    f"{len(blob) // 4} dims) — the embedder changed mid-run")
+            rows.append((chunk.path, chunk.kind, chunk.section, chunk.title, chunk.start_line,
+                         chunk.end_line, chunk.part, chunk.text, chunk.context,
+                         json.dumps(chunk.meta, default=str, ensure_ascii=False), blob))
+        if width is not None and stored_dim and not ch.replace_all and has_chunks \
+                and width != stored_dim * 4:
+            raise IndexMismatch(mismatch_message(meta, *(ch.embedder or ("?", "?", None))[:2],
+                                                 width // 4))
+        conn.executemany(
+            "INSERT INTO chunks (path, kind, section, title, start_line, end_line, part, text,"
+            " context, meta, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+        conn.executemany(
+            "INSERT OR REPLACE INTO files (path, kind, size, mtime_ns, sha256, status, reason,"
+            " chunk_count, encoding) VALUES (?,?,?,?,?,?,?,?,?)",
+            [(f.path, f.kind, f.size, f.mtime_ns, f.sha256, f.status, f.reason, f.chunk_count,
+              f.encoding) for f in ch.file_rows])
+        updates = dict(ch.meta)
+        if ch.embedder is not None and (rows or ch.replace_all or not meta.get("embed_backend")):
+            backend, model, dim = ch.embedder
+            dim = (width // 4) if width else dim
+            if dim:
+                updates.update(embed_backend=backend, embed_model=model, embed_dimension=str(dim))
+        updates["generation"] = str(int(meta.get("generation", "0")) + 1)
+        updates["files"] = str(conn.execute(
+            "SELECT count(*) FROM files WHERE status != 'skipped'").fetchone()[0])
+        updates["chunks"] = str(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                         [(k, str(v)) for k, v in updates.items()])
+
+
+class FileState(NamedTuple):
+    """A stored file row as change detection reads it (see ``FileRow``)."""
+
+    size: int
+    mtime_ns: int
+    sha256: str
+    status: str
+    reason: str
+    kind: str
+    chunk_count: int
+    encoding: str
+
+
+@dataclass(frozen=True)
+class FileRow:
+    """One ``files`` row: a tracked path's state after a run (see the module doc)."""
+
+    path: str
+    kind: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    status: str
+    reason: str = ""
+    chunk_count: int = 0
+    encoding: str = ""
+
+
+@dataclass
+class IndexChanges:
+    """Everything one index run writes, applied by ``Index.write`` in one transaction.
+
+    Attributes:
+        replace_all: drop every file and chunk first (``--force``).
+        delete_paths: paths whose file row and chunks go (deleted or renamed away, B05).
+        replace_chunks_of: paths whose chunks are dropped before ``new_chunks`` are added.
+        new_chunks: ``(chunk, vector)`` pairs; vectors float32 ``(dim,)`` L2-normalised.
+        file_rows: file rows to insert or replace.
+        embedder: ``(backend, model, dimension)`` that made ``new_chunks``; None when nothing
+            was embedded by this run.
+        meta: other meta entries to set (head, built_at, build_seconds, repo_root, ...).
+    """
+
+    replace_all: bool = False
+    delete_paths: list[str] = field(default_factory=list)
+    replace_chunks_of: list[str] = field(default_factory=list)
+    new_chunks: list[tuple[Chunk, Any]] = field(default_factory=list)
+    file_rows: list[FileRow] = field(default_factory=list)
+    embedder: tuple[str, str, int | None] | None = None
+    meta: dict[str, str] = field(default_factory=dict)
+
+
+def _stored(row: Iterable[Any]) -> StoredChunk:
+    (cid, path, kind, section, title, start, end, part, text, context, meta) = row
+    try:
+        meta_dict = json.loads(meta) if meta else {}
+    except ValueError:
+        meta_dict = {}
+    return StoredChunk(path=path, kind=kind, section=section, title=title, start_line=start,
+                       end_line=end, text=text, context=context, part=part, meta=meta_dict, id=cid)
+
+
+def _uri_path(path: Path) -> str:
+    from urllib.parse import quote
+    return quote(str(path.resolve()), safe="/")
