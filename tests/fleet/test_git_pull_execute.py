@@ -176,3 +176,47 @@ def test_index_command_runs_ai_index_with_the_same_config():
     assert gpe.index_command("/etc/m.conf") == [sys.executable, "-m", "varaverk.ai_index",
                                                 "--config", "/etc/m.conf"]
     assert gpe.index_command(None) == [sys.executable, "-m", "varaverk.ai_index"]
+
+
+# ── with the real ai-index (offline embedder) ───────────────────────────────────────────────
+
+def _answers(settings, query: str) -> list[str]:
+    """Paths of the chunks the index returns for ``query`` (the retrieval library, for real)."""
+    from varaverk.search import Retriever
+    return [hit.chunk.path for hit in Retriever(settings).search(query, k=3)]
+
+
+def _meta(settings) -> dict:
+    from varaverk.store import Index
+    index = Index.open(settings.index_path, readonly=True)
+    try:
+        return index.meta()
+    finally:
+        getattr(index, "close", lambda: None)()
+
+
+def test_real_index_follows_the_pull_and_a_failed_reindex_keeps_the_old_one(
+        tmp_path, remote, clean_env):
+    pytest.importorskip("varaverk.ai_index")
+    upstream, _, local = remote
+    conf = _conf(tmp_path, local)
+    settings = _settings(tmp_path, local)
+    assert gpe.run_index(conf) == 0  # the first index, before any pull
+    assert "docs/zfs.md" not in _answers(settings, "zfs scrub schedule")
+
+    _push(upstream, {"docs/zfs.md": "# ZFS\n\nThe zfs scrub schedule is the first Sunday.\n"})
+    run = gpe.pull_and_index(settings, config_path=conf)
+    assert run.indexed and run.index_exit == 0
+    assert _answers(settings, "zfs scrub schedule")[0] == "docs/zfs.md"
+
+    # The next re-index fails for real: the configured embedder no longer matches the index.
+    broken = _conf(tmp_path, local, AI_EMBED_BACKEND="ollama",
+                   AI_OLLAMA_HOSTS="http://127.0.0.1:9")
+    _push(upstream, {"docs/ups.md": "# UPS\n\nThe UPS battery test runs monthly.\n"})
+    before = _meta(settings)
+    assert gpe.main(["--config", broken]) == 0  # the pull still succeeds
+    assert (local / "docs/ups.md").is_file()
+    assert _meta(settings) == before  # same build: same HEAD, generation, files, chunks
+    assert _answers(settings, "zfs scrub schedule")[0] == "docs/zfs.md"  # old index answers
+    log = (tmp_path / "log" / "git-pull-execute.log").read_text()
+    assert "re-index failed with exit code 65" in log
