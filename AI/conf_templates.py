@@ -87,7 +87,9 @@ def _banner_name(lines: list[str], i: int) -> tuple[str, int] | None:
     if body is None:
         return None
     body = body.strip()
-    inline = _BANNER_INLINE.match(body)
+    # "##### X #####" is matched as written (its leader is part of the banner), the others
+    # ("# ── X ──") once the leader is gone.
+    inline = _BANNER_INLINE.match(line) or _BANNER_INLINE.match(body)
     if inline:
         return inline.group("name").strip(), 1
     if _RULER.match(body) and i + 2 < len(lines):
