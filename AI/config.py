@@ -137,6 +137,9 @@ class Settings:
                                           "**/*.yml.example", "**/*.yaml.example")
     ai_globs_doc: tuple[str, ...] = ("README.md", "Manual.md", "Notes_*.md", "**/README.md",
                                      "docs/**/*.md", "docs/**/*.mdx", "doc/**/*.md")
+    # Run evidence (troubleshoot): the jobs whose last runs are reported, and their status files.
+    ai_run_jobs: tuple[str, ...] = ()
+    ai_run_status_dir: Path | None = None  # None: only <job>.log under the log dirs is read
 
     @property
     def index_path(self) -> Path:
