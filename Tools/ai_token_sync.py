@@ -89,6 +89,9 @@
 #     well, 1 when some partner answered with an error (bad token, invalid ledger).
 #   Single Partner
 #     ai-token-sync --slot NAME: sync one partner only.
+#   Quiet
+#     ai-token-sync --quiet: only warnings and errors on stderr, for cron, which mails
+#     whatever a job prints; the log file under AI_LOG_DIR still gets every line.
 #   Totals Only
 #     ai-token-sync --totals-only: contact nobody, print the fleet totals from this host's
 #     ledger and the cached partner ledgers (the same numbers as the dock's token panel).
@@ -334,7 +337,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="sync only this partner slot (repeatable)")
     parser.add_argument("--totals-only", action="store_true",
                         help="contact nobody; print fleet totals from the ledgers on this host")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    noise = parser.add_mutually_exclusive_group()
+    noise.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    noise.add_argument("-q", "--quiet", action="store_true",
+                       help="only warnings and errors on stderr (cron mails only those)")
     return parser
 
 
@@ -346,7 +352,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exitcodes.CONFIG
-    setup_logging(settings, PROG, verbose=args.verbose, to_file=not args.totals_only)
+    setup_logging(settings, PROG, verbose=args.verbose, quiet=args.quiet,
+                  to_file=not args.totals_only)
     if args.totals_only:
         try:
             print(format_totals(ledger.fleet_totals(settings)))

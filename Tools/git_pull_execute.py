@@ -71,6 +71,9 @@
 #     git-pull-execute: pull, then re-index behind the three gates.
 #   No Index
 #     git-pull-execute --no-index: pull only, as if AI_INDEX_ON_PULL were false.
+#   Quiet
+#     git-pull-execute --quiet: only warnings and errors on stderr, for cron; the log file
+#     under AI_LOG_DIR still gets every line.
 #   Exit Codes
 #     0 the pull succeeded (whether or not the re-index ran or succeeded), 1 the pull failed,
 #     2 bad command line, 75 another run holds the lock, 78 invalid configuration.
@@ -246,7 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", metavar="PATH", help="master.conf to read "
                         "(default: Configurations/master.conf of the repository)")
     parser.add_argument("--no-index", action="store_true", help="pull only, never re-index")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    noise = parser.add_mutually_exclusive_group()
+    noise.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    noise.add_argument("-q", "--quiet", action="store_true",
+                       help="only warnings and errors on stderr (cron mails only those)")
     return parser
 
 
@@ -259,7 +265,7 @@ def main(argv: list[str] | None = None, *,
     except ConfigError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return exitcodes.CONFIG
-    setup_logging(settings, PROG, verbose=args.verbose)
+    setup_logging(settings, PROG, verbose=args.verbose, quiet=args.quiet)
     lock_path = settings.ai_data_dir / LOCK_NAME
     try:
         lock_path.parent.mkdir(parents=True, exist_ok=True)
