@@ -1,0 +1,320 @@
+"""Retrieval evaluation: question files in the shared eval format, metrics, setups side by side.
+
+Question format (one JSON object per line; ../shared/README.md)::
+
+    {"id", "question", "shape", "gold": [{"path", "section", "title"} | {"path", "heading"}],
+     "answer_contains": [...], "history": [{"role", "content"}, ...], "notes"}
+
+The hit rule, exactly as the format defines it: a retrieved chunk *hits* when it comes from a
+gold path and contains at least one ``answer_contains`` string (case-insensitive).
+
+Metrics (``summarise``), per shape and overall, over answerable questions (non-empty gold):
+
+- ``recall@1``, ``recall@5``, ``recall@10``: share with a hit in the top 1/5/10;
+- ``mrr``: mean of 1/rank of the first hit (0 when none in the top 10);
+- ``context_hit``: share whose top chunks, concatenated best first and cut at 4,000 characters,
+  hold *every* ``answer_contains`` string (case-insensitive);
+- ``answered``: share the setup judged relevant enough to answer (its "not covered" rule
+  did not fire; None for setups without one);
+- for unanswerable questions (empty gold), ``not_covered``: share answered "not covered".
+
+Setups (``Setup``): the naive baseline (fixed 1,000-character windows with 100 characters of
+overlap over every tracked text file, dense scores), dense only, lexical only (FTS5 BM25) and
+ours (hybrid with routing and boosts). Every setup gets the same search query per question, so
+the columns differ by retrieval alone; the follow-up rewrite is measured separately
+(``rewrite`` in the report: none / model-free / model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+CONTEXT_CHARS = 4000
+KS = (1, 5, 10)
+WINDOW = 1000
+OVERLAP = 100
+
+
+@dataclass
+class Question:
+    """One evaluation question (see the module docstring for the fields)."""
+
+    id: str
+    question: str
+    shape: str
+    gold: list[dict]
+    answer_contains: list[str]
+    history: list[dict] = field(default_factory=list)
+    notes: str = ""
+
+    @property
+    def answerable(self) -> bool:
+        """Whether the question has a gold location (unanswerable ones have none)."""
+        return bool(self.gold)
+
+    @property
+    def gold_paths(self) -> set[str]:
+        return {g["path"] for g in self.gold if g.get("path")}
+
+
+def load_questions(path: str | Path) -> list[Question]:
+    """Read a question file. Raises ValueError naming the line of a malformed entry."""
+    out = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            out.append(Question(id=str(d["id"]), question=d["question"], shape=d.get("shape", ""),
+                                gold=list(d.get("gold") or []),
+                                answer_contains=list(d.get("answer_contains") or []),
+                                history=list(d.get("history") or []), notes=d.get("notes", "")))
+        except (KeyError, TypeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}:{n}: not a question ({exc})") from None
+    return out
+
+
+def is_hit(path: str, text: str, q: Question) -> bool:
+    """The hit rule: from a gold path and holding at least one answer string (any case)."""
+    if path not in q.gold_paths:
+        return False
+    low = text.lower()
+    return any(a.lower() in low for a in q.answer_contains)
+
+
+def first_hit_rank(results: Sequence[tuple[str, str]], q: Question) -> int | None:
+    """1-based rank of the first hit among ``results`` [(path, text)], or None."""
+    for rank, (path, text) in enumerate(results, start=1):
+        if is_hit(path, text, q):
+            return rank
+    return None
+
+
+def context_hit(results: Sequence[tuple[str, str]], q: Question,
+                budget: int = CONTEXT_CHARS) -> bool:
+    """Whether the top results, concatenated best first and cut at ``budget`` characters, hold
+    every answer string (case-insensitive). False for a question without answer strings."""
+    if not q.answer_contains:
+        return False
+    parts, used = [], 0
+    for _path, text in results:
+        if used >= budget:
+            break
+        piece = text[: budget - used]
+        parts.append(piece)
+        used += len(piece) + 1
+    context = "\n".join(parts).lower()
+    return all(a.lower() in context for a in q.answer_contains)
+
+
+@dataclass
+class Outcome:
+    """One question under one setup."""
+
+    id: str
+    shape: str
+    answerable: bool
+    rank: int | None
+    context_hit: bool
+    answered: bool | None  # None: the setup has no "not covered" rule
+    query: str = ""
+
+
+def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
+    """Metrics per shape and ``overall`` (answerable questions), plus ``unanswerable``.
+
+    Returns:
+        {group: {"n", "recall@1", "recall@5", "recall@10", "mrr", "context_hit", "answered"}}
+        and {"unanswerable": {"n", "not_covered"}} when there are such questions. Values are
+        floats in [0, 1] (``answered``/``not_covered`` None when the setup has no rule).
+    """
+    groups: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        if o.answerable:
+            groups.setdefault(o.shape, []).append(o)
+            groups.setdefault("overall", []).append(o)
+    out: dict[str, dict[str, Any]] = {}
+    for name, items in groups.items():
+        n = len(items)
+        row: dict[str, Any] = {"n": n}
+        for k in KS:
+            row[f"recall@{k}"] = sum(1 for o in items if o.rank is not None and o.rank <= k) / n
+        row["mrr"] = sum(1.0 / o.rank for o in items if o.rank is not None) / n
+        row["context_hit"] = sum(1 for o in items if o.context_hit) / n
+        judged = [o.answered for o in items if o.answered is not None]
+        row["answered"] = (sum(judged) / len(judged)) if judged else None
+        out[name] = row
+    unans = [o for o in outcomes if not o.answerable]
+    if unans:
+        judged = [o.answered for o in unans if o.answered is not None]
+        out["unanswerable"] = {"n": len(unans),
+                               "not_covered": (sum(1 for a in judged if not a) / len(judged))
+                               if judged else None}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Setups
+# ---------------------------------------------------------------------------------------------
+
+SearchFn = Callable[[str, int], tuple[list[tuple[str, str]], bool | None]]
+
+
+@dataclass
+class Setup:
+    """A named retrieval setup: ``search(query, k) -> ([(path, text)], answered or None)``."""
+
+    name: str
+    search: SearchFn
+
+
+def retriever_setup(name: str, retriever) -> Setup:
+    """A setup over a ``varaverk.search.Retriever``; "not covered" via ``confident`` unless the
+    retriever is lexical-only (BM25 has no calibrated scale)."""
+    def search(query: str, k: int):
+        hits = retriever.search(query, k)
+        results = [(h.chunk.path, h.chunk.text) for h in hits]
+        answered = None if retriever.mode == "lexical" else retriever.confident(hits)
+        return results, answered
+    return Setup(name, search)
+
+
+def windows(text: str, size: int = WINDOW, overlap: int = OVERLAP) -> list[str]:
+    """Fixed character windows of ``size`` overlapping by ``overlap`` (the naive baseline)."""
+    step = max(1, size - overlap)
+    out = []
+    for start in range(0, max(1, len(text)), step):
+        piece = text[start:start + size]
+        if piece.strip():
+            out.append(piece)
+        if start + size >= len(text):
+            break
+    return out
+
+
+def baseline_setup(repo_root: Path, embedder, cache_dir: Path | None = None) -> Setup:
+    """The naive baseline: 1,000/100-character windows over every tracked text file, dense.
+
+    Every ``git ls-files`` path that decodes as UTF-8 (binary files skipped) is windowed; the
+    windows are embedded with ``embedder`` (cached in ``cache_dir`` by content hash, so a second
+    run costs nothing) and scored by cosine similarity.
+    """
+    from varaverk.sources import list_tracked
+
+    listing = list_tracked(repo_root)
+    items: list[tuple[str, str]] = []
+    for rel in _tracked_paths(listing):
+        try:
+            raw = (Path(repo_root) / rel).read_bytes()
+        except OSError:
+            continue
+        if b"\0" in raw[:8192]:
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        for piece in windows(text):
+            items.append((rel, piece))
+    digest = hashlib.sha256()
+    digest.update(f"{embedder.backend}/{embedder.model}".encode())
+    for rel, piece in items:
+        digest.update(rel.encode() + b"\0" + piece.encode() + b"\0")
+    matrix = None
+    cache = Path(cache_dir) / f"baseline-{digest.hexdigest()[:16]}.npy" if cache_dir else None
+    if cache is not None and cache.is_file():
+        matrix = np.load(cache)
+    if matrix is None or matrix.shape[0] != len(items):
+        result = embedder.embed([piece for _, piece in items])
+        dim = embedder.dimension
+        matrix = np.zeros((len(items), dim), dtype=np.float32)
+        for i, vec in enumerate(result.vectors):
+            if vec is not None:
+                matrix[i] = vec
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            np.save(cache, matrix)
+    matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+
+    from varaverk.search import dense_scores, top_k, valid_rows
+    valid = valid_rows(matrix)
+
+    def search(query: str, k: int):
+        q = embedder.embed_query(query)
+        rows = top_k(dense_scores(matrix, q), k, valid)
+        return [items[r] for r in rows], None
+    return Setup("baseline", search)
+
+
+def _tracked_paths(listing) -> list[str]:
+    """Regular tracked files of a ``varaverk.sources.Listing`` (no gitlinks, no symlinks)."""
+    return [e.path for e in listing.entries if str(e.mode) in ("100644", "100755")]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+# ---------------------------------------------------------------------------------------------
+
+def run_setup(setup: Setup, questions: Sequence[Question], queries: dict[str, str],
+              k: int = max(KS)) -> list[Outcome]:
+    """Run every question through one setup with its prepared query."""
+    out = []
+    for q in questions:
+        query = queries.get(q.id, q.question)
+        results, answered = setup.search(query, k)
+        out.append(Outcome(q.id, q.shape, q.answerable,
+                           first_hit_rank(results, q) if q.answerable else None,
+                           context_hit(results, q) if q.answerable else False,
+                           answered, query))
+    return out
+
+
+def prepare_queries(questions: Iterable[Question], rewrite: str = "fallback",
+                    chat_client=None) -> dict[str, str]:
+    """The search query per question: the question itself, or for questions with history the
+    standalone rewrite ("none": unchanged; "fallback": model-free; "model": with the model,
+    falling back on any error)."""
+    from varaverk.rewrite import carry_subject, model_rewrite
+    out = {}
+    for q in questions:
+        if not q.history or rewrite == "none":
+            out[q.id] = q.question
+        elif rewrite == "model":
+            out[q.id] = model_rewrite(q.question, q.history, chat_client)
+        else:
+            out[q.id] = carry_subject(q.question, q.history)
+    return out
+
+
+def format_table(reports: dict[str, dict[str, dict[str, Any]]], title: str = "") -> str:
+    """A markdown table: one row per setup × group, metrics as columns."""
+    cols = ["recall@1", "recall@5", "recall@10", "mrr", "context_hit", "answered"]
+    lines = []
+    if title:
+        lines += [f"### {title}", ""]
+    lines.append("| setup | group | n | " + " | ".join(cols) + " | not covered |")
+    lines.append("|---" * (len(cols) + 4) + "|")
+
+    def fmt(v):
+        return "–" if v is None else f"{v:.3f}"
+    for setup, report in reports.items():
+        groups = ["overall"] + sorted(g for g in report if g not in ("overall", "unanswerable"))
+        for g in groups:
+            if g not in report:
+                continue
+            row = report[g]
+            nc = report.get("unanswerable", {}).get("not_covered") if g == "overall" else None
+            nc_s = (f"{fmt(nc)} of {report['unanswerable']['n']}"
+                    if g == "overall" and "unanswerable" in report else "")
+            lines.append(f"| {setup} | {g} | {row['n']} | "
+                         + " | ".join(fmt(row.get(c)) for c in cols) + f" | {nc_s} |")
+    return "\n".join(lines)
