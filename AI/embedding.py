@@ -180,38 +180,50 @@ class Embedder:
         self._dimension = vec.size
         return (vec / norm).astype(np.float32)
 
-    def _embed_checked(self, texts: list[str]) -> list[np.ndarray]:
+    def _embed_raw(self, texts: list[str]) -> list[Any]:
         raw = self._embed_batch(texts)
         if len(raw) != len(texts):
             raise _ItemsFailed(f"the server returned {len(raw)} vectors for {len(texts)} inputs")
-        return [self._clean(r) for r in raw]
+        return raw
+
+    def _place(self, result: EmbedResult, index: int, raw: Any) -> None:
+        try:
+            result.vectors[index] = self._clean(raw)
+        except _ItemsFailed as exc:
+            result.errors[index] = EmbedFailure(str(exc), exc.too_long)
 
     def embed(self, texts: Sequence[str]) -> EmbedResult:
         """Embed ``texts`` in batches of ``batch_size``.
 
-        A failed batch is retried one item at a time; the items that still fail get None in
-        ``vectors`` and an ``EmbedFailure`` in ``errors`` (``too_long`` when the server said the
-        input exceeds its context). Raises EmbeddingUnavailable when no server is reachable.
+        A request that fails is retried one item at a time; an item whose vector is unusable
+        (NaN, zero, wrong length) fails alone. Failed items get None in ``vectors`` and an
+        ``EmbedFailure`` in ``errors`` (``too_long`` when the server said the input exceeds its
+        context). Raises EmbeddingUnavailable when no server is reachable, EmbeddingError when
+        the server refuses every request (bad key, unknown model).
         """
         texts = list(texts)
         result = EmbedResult(vectors=[None] * len(texts))
         for start in range(0, len(texts), self.batch_size):
             batch = texts[start:start + self.batch_size]
             try:
-                for offset, vec in enumerate(self._embed_checked(batch)):
-                    result.vectors[start + offset] = vec
-                continue
+                raws = self._embed_raw(batch)
             except _ItemsFailed as exc:
                 if len(batch) == 1:
                     result.errors[start] = EmbedFailure(str(exc), exc.too_long)
                     continue
                 log.info("embedding batch of %d failed (%s); retrying one at a time",
                          len(batch), exc)
+            else:
+                for offset, raw in enumerate(raws):
+                    self._place(result, start + offset, raw)
+                continue
             for offset, text in enumerate(batch):
                 try:
-                    result.vectors[start + offset] = self._embed_checked([text])[0]
+                    (raw,) = self._embed_raw([text])
                 except _ItemsFailed as exc:
                     result.errors[start + offset] = EmbedFailure(str(exc), exc.too_long)
+                else:
+                    self._place(result, start + offset, raw)
         return result
 
     def embed_query(self, text: str) -> np.ndarray:

@@ -170,3 +170,10 @@ def test_make_embedder_defaults(model_server):
     assert (local.backend, local.model, local.max_tokens) == ("local", "all-MiniLM-L6-v2-int8", 256)
     with pytest.raises(ConfigError, match="AI_EMBED_MODEL"):
         make_embedder(Settings(ai_embed_model="nomic-embed-text"))
+
+
+def test_a_zero_vector_in_a_batch_costs_only_that_item(model_server):
+    emb = OllamaEmbedder([model_server.base_url], "m")
+    result = emb.embed(["alpha", "---", "beta"])
+    assert [v is None for v in result.vectors] == [False, True, False]
+    assert len(model_server.requests_to("/api/embed")) == 1  # no retry needed
