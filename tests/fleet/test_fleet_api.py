@@ -93,3 +93,21 @@ def test_fleet_sharing_off_without_a_token(make_client):
 def test_only_get(make_client):
     client, _ = make_client()
     assert client.post(LEDGER_PATH, headers=AUTH).status_code in (403, 405)
+
+
+def test_a_dock_serving_the_network_lets_partners_in_with_the_fleet_token_only(tmp_path):
+    settings = Settings(ai_repo_root=tmp_path, ai_data_dir=tmp_path / "data",
+                        ai_log_dir=tmp_path / "log", ai_host_name="hostA",
+                        ai_dock_bind="0.0.0.0:8470", ai_dock_token="dock-token-456",
+                        ai_fleet_token=TOKEN)
+    ledger.append_row(settings.token_db_path, ROW)
+    client = create_app(settings).test_client()
+    base = "http://192.0.2.10:8470"
+    ok = client.get(LEDGER_PATH, base_url=base, headers=AUTH)
+    assert ok.status_code == 200 and ok.data == settings.token_db_path.read_bytes()
+    # The dock's browser token is not the fleet token: it does not open the ledger.
+    dock_only = client.get(LEDGER_PATH, base_url=base,
+                           headers={"Authorization": "Bearer dock-token-456"})
+    assert dock_only.status_code == 401
+    # And the fleet token opens nothing but the ledger.
+    assert client.get("/api/tokens", base_url=base, headers=AUTH).status_code in (401, 403)
