@@ -415,17 +415,33 @@ def status():
         log.warning("status: cannot open the index: %s", exc)
         return jsonify({"present": False, "message": f"the index cannot be opened: {exc}"})
     try:
-        info = dict(index.status())
+        raw = index.status()
     finally:
         close = getattr(index, "close", None)
         if close:
             close()
+    meta = raw.get("meta", {})
     head = _repo_head(settings)
-    built_head = info.get("head") or info.get("repo_head")
-    info["present"] = True
-    info["repo_head"] = head
-    info["behind"] = bool(head and built_head and head != built_head)
-    return jsonify(json.loads(json.dumps(info, default=str)))
+    built_head = meta.get("head") or None
+    info = {
+        "present": True,
+        "files": sum(raw.get("files_by_kind", {}).values()),
+        "chunks": raw.get("chunks", 0),
+        "files_by_kind": raw.get("files_by_kind", {}),
+        "chunks_by_kind": raw.get("chunks_by_kind", {}),
+        "skipped": len(raw.get("skipped", [])),
+        "partial": len(raw.get("partial", [])),
+        "backend": meta.get("embed_backend"),
+        "model": meta.get("embed_model"),
+        "dimension": meta.get("embed_dimension"),
+        "built_at": meta.get("built_at"),
+        "build_seconds": meta.get("build_seconds"),
+        "head": built_head,
+        "repo_head": head,
+        "behind": bool(head and built_head and head != built_head),
+        "size_bytes": raw.get("size_bytes"),
+    }
+    return jsonify(info)
 
 
 @bp.get("/api/tokens")

@@ -207,8 +207,11 @@ class ChatStore:
         log.warning(message)
         return message
 
-    def _read(self, path: Path) -> Chat:
-        """Parse and re-validate one chat file. Raises CorruptChat after setting it aside."""
+    def _read(self, path: Path, set_aside: bool = True) -> Chat:
+        """Parse and re-validate one chat file.
+
+        Raises CorruptChat for an unreadable file, after renaming it when ``set_aside``.
+        """
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -228,6 +231,8 @@ class ChatStore:
                 if not isinstance(obj, dict) or not isinstance(obj.get("messages"), list):
                     reason = "not a chat object with a messages list"
         if reason is not None:
+            if not set_aside:
+                raise CorruptChat(f"chat file {path.name} is unreadable ({reason})")
             report = self._set_aside(path, reason)
             raise CorruptChat(report or f"chat file {path.name} was set aside")
         messages = []
@@ -255,7 +260,7 @@ class ChatStore:
         """
         return self._read(self.path_of(chat_id))
 
-    def _scan(self) -> tuple[list[Chat], list[str]]:
+    def _scan(self, set_aside: bool = True) -> tuple[list[Chat], list[str]]:
         chats, problems = [], []
         if not self.directory.is_dir():
             return chats, problems
@@ -263,7 +268,7 @@ class ChatStore:
             if not valid_chat_id(path.stem):
                 continue
             try:
-                chats.append(self._read(path))
+                chats.append(self._read(path, set_aside))
             except ChatNotFound:
                 continue  # deleted meanwhile
             except CorruptChat as exc:
@@ -360,7 +365,8 @@ class ChatStore:
 
     def _prune(self, keep: str) -> None:
         """Delete the oldest chats (by creation) beyond ``max_chats``; never ``keep``."""
-        chats, _ = self._scan()
+        # Corrupt files are left for the next listing to set aside and report to the user.
+        chats, _ = self._scan(set_aside=False)
         excess = len(chats) - self.max_chats
         if excess <= 0:
             return

@@ -102,6 +102,7 @@
   }
 
   function sourceLabel(s) {
+    if (s.citation) return s.citation;
     if (s.label) return s.label;
     return [s.path, s.section, s.title || s.heading].filter(Boolean).join(" › ");
   }

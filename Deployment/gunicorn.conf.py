@@ -1,0 +1,82 @@
+# Varaverk :: Deployment/gunicorn.conf.py
+# gunicorn settings for the dock; ai-dock runs: gunicorn --config THIS 'varaverk_dock.app:create_app()'
+#
+# PURPOSE
+#   The dock streams answers that take seconds to minutes while the process mostly waits on
+#   the model server. This file tells gunicorn how to serve that: where to listen, how many
+#   processes and threads, how long a stream may stay open, and what the access log shows.
+#
+# OPERATIONAL MODEL
+#   gunicorn executes this file once in the master process. It reads the same configuration
+#   as every other Varaverk entry point (AI_CONFIG or Configurations/master.conf, then the
+#   environment), so AI_DOCK_BIND and AI_DOCK_WORKERS apply whether the dock was started by
+#   ai-dock, by systemd or by hand. Each forked worker sets up logging to AI_LOG_DIR/ai-dock.log
+#   and builds its own application, retriever and chat client (no preloading: those hold
+#   sockets and caches that must not be shared across a fork).
+#
+# DESIGN PRINCIPLES
+#   Threaded Workers
+#     The gthread worker keeps many slow streams open on few processes; 32 threads a worker
+#     lets 64 answers stream at once with the default two workers on a two-core host. Every
+#     thread of a process shares that process's one copy of the index's vector matrix.
+#   Same Checks As The Application
+#     The listening address is validated here with the dock's own check, so starting gunicorn
+#     directly on a network address without AI_DOCK_TOKEN fails before a socket opens.
+#
+# OPERATIONAL SAFEGUARDS
+#   No Query Strings In The Access Log
+#     The access log format uses the path without its query string (%(U)s), so a token
+#     passed once in a URL to log in is never written to a log.
+#   Graceful Stop
+#     SIGTERM gives open streams graceful_timeout (30 s) to finish before workers are killed.
+#     A killed worker loses only its open turns: conversations are saved atomically after a
+#     turn completes, so stored files stay readable.
+#   Worker Heartbeat
+#     timeout (120 s) only bounds a stuck worker's heartbeat; in threaded workers the
+#     heartbeat keeps running while a stream is open, so long answers are not cut off.
+#
+# CONFIGURATION
+#   AI_DOCK_BIND
+#     host:port to listen on (default 127.0.0.1:8470); non-loopback requires AI_DOCK_TOKEN.
+#   AI_DOCK_WORKERS
+#     Worker processes (default 2).
+#   AI_CONFIG
+#     The conf file to read (ai-dock sets it from --config).
+#   GUNICORN_CMD_ARGS
+#     gunicorn's own override for one run, e.g. GUNICORN_CMD_ARGS="--threads 8".
+#
+# RUNTIME MODES
+#   Under ai-dock
+#     The normal way: ai-dock validates the configuration, then execs gunicorn with this file.
+#   Under systemd
+#     Deployment/varaverk-dock.service runs ai-dock; gunicorn notifies systemd when ready.
+#   By hand
+#     python -m gunicorn --config Deployment/gunicorn.conf.py 'varaverk_dock.app:create_app()'
+
+from varaverk.config import load_settings
+from varaverk_dock.security import check_bind
+
+_settings = load_settings()
+check_bind(_settings.ai_dock_bind, _settings.ai_dock_token)
+
+wsgi_app = "varaverk_dock.app:create_app()"
+bind = [_settings.ai_dock_bind]
+workers = max(1, _settings.ai_dock_workers)
+worker_class = "gthread"
+threads = 32
+timeout = 120
+graceful_timeout = 30
+keepalive = 5
+preload_app = False
+proc_name = "varaverk-dock"
+accesslog = "-"
+errorlog = "-"
+access_log_format = '%(h)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms'
+forwarded_allow_ips = "127.0.0.1,::1"
+
+
+def post_fork(server, worker):
+    """Each worker logs to AI_LOG_DIR/ai-dock.log and stderr (journald under systemd)."""
+    from varaverk.logs import setup_logging
+
+    setup_logging(_settings, "ai-dock")
