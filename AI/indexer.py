@@ -123,6 +123,9 @@ def _classify(listing: sources.Listing, matcher: sources.KindMatcher) -> list[_E
                                   sources.REASON_BAD_NAME, None))
             continue
         kind = matcher.kind_of(tracked.path) or ""
+        if tracked.mode == sources.GITLINK_MODE:  # a folder of another repository (B02)
+            entries.append(_Entry(tracked.path, kind, sources.REASON_SUBMODULE, None))
+            continue
         if not kind:
             entries.append(_Entry(tracked.path, "", sources.REASON_NOT_DOC, None))
             continue
@@ -274,12 +277,6 @@ def _check_embedder(settings, idx: Index, meta: dict, get_embedder) -> None:
         raise IndexMismatch(mismatch_message(meta, emb.backend, emb.model, None))
 
 
-def _check_dimension(meta: dict, emb) -> None:
-    stored = int(meta.get("embed_dimension") or 0)
-    if stored and meta.get("embed_backend"):
-        dim = emb.dimension  # may probe a remote server once
-        if dim != stored:
-            raise IndexMismatch(mismatch_message(meta, emb.backend, emb.model, dim))
 
 
 @dataclass
@@ -374,11 +371,13 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
 
     if pending:
         emb = get_embedder()
+        expect = None
         if not force:
             _check_embedder(settings, idx, meta, get_embedder)
-            _check_dimension(meta, emb)
+            if meta.get("embed_backend"):
+                expect = (meta, int(meta.get("embed_dimension") or 0))
         vectors, failures = _embed_all(emb, [c for p in pending for c in p.chunks], progress,
-                                       report)
+                                       report, expect)
         for item in pending:
             stored_chunks, failed = [], []
             for chunk in item.chunks:
@@ -436,12 +435,14 @@ def _skip_read(changes: IndexChanges, report: IndexReport, entry: _Entry, st, sh
                                      "skipped", reason, 0, encoding))
 
 
-def _embed_all(emb, chunks: list, progress, report: IndexReport):
+def _embed_all(emb, chunks: list, progress, report: IndexReport, expect=None):
     """Embed ``chunks``; returns ``({id(chunk): [(piece, vector), ...]}, {id(chunk): message})``.
 
     Texts are embedded shortest first (less padding for batched local inference). A chunk the
     server rejects as too long is halved with ``split_chunk`` and its halves retried, at most
     ``MAX_SPLIT_DEPTH`` times; any other failure is returned for the caller to record.
+    ``expect`` = ``(stored meta, stored dimension)``: the first vector of another length raises
+    IndexMismatch at once (the model behind a name changed), instead of a probe request.
     """
     from varaverk.chunking import split_chunk
 
@@ -465,6 +466,9 @@ def _embed_all(emb, chunks: list, progress, report: IndexReport):
                 report.embed_calls += 1
                 for i, (origin, piece, depth) in enumerate(batch):
                     vec = result.vectors[i]
+                    if vec is not None and expect and expect[1] and len(vec) != expect[1]:
+                        raise IndexMismatch(mismatch_message(expect[0], emb.backend, emb.model,
+                                                             len(vec)))
                     if vec is not None:
                         order.setdefault(origin, []).append((piece, vec))
                         continue
