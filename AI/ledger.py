@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import functools
 import fcntl
 import math
 import os
@@ -57,6 +58,11 @@ _TIME_RE = re.compile(r"\d{2}:\d{2}:\d{2}")
 _INT_RE = re.compile(r"\d+")
 _FLOAT_RE = re.compile(r"\d+(\.\d+)?")
 _SLOT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+_NAME = r"([^|\x00-\x1f\x7f]+)"
+# The whole well-formed line in one match: the reader's fast path (a ledger is mostly good lines).
+_LINE_RE = re.compile(r"(\d{4}-\d{2}-\d{2})\|(\d{2}:\d{2}:\d{2})\|" + _NAME + r"\|" + _NAME
+                      + r"\|" + _NAME + r"\|(\d*)\|(\d*)\|(\d+(?:\.\d+)?|)")
 
 
 class LedgerError(ValueError):
@@ -100,7 +106,7 @@ def _check_name(name: str, what: str) -> str:
         raise LedgerError(f"{what}: must be a non-empty string, got {name!r}")
     if SEPARATOR in name:
         raise LedgerError(f"{what}: must not contain '|', got {name!r}")
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in name):
+    if _CONTROL_RE.search(name):
         raise LedgerError(f"{what}: must not contain a newline or control character, "
                           f"got {name!r}")
     if name != name.strip():
@@ -108,6 +114,7 @@ def _check_name(name: str, what: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=4096)  # a ledger repeats its dates: parse each once per process
 def _check_date(value: str) -> str:
     if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
         raise LedgerError(f"date: expected YYYY-MM-DD, got {value!r}")
@@ -195,6 +202,18 @@ def parse_line(line: str) -> LedgerRow:
         line = line[:-1]
         if line.endswith("\r"):
             line = line[:-1]
+    match = _LINE_RE.fullmatch(line)
+    if match:
+        date, time, host, profile, source, prompt, completion, tok_s = match.groups()
+        if (host == host.strip() and profile == profile.strip()
+                and source == source.strip()):
+            _check_date(date)
+            _check_time(time)
+            return LedgerRow(date, time, host, profile, source,
+                             int(prompt) if prompt else None,
+                             int(completion) if completion else None,
+                             float(tok_s) if tok_s else None)
+    # Slow path: field by field, so the error names the field that is wrong.
     parts = line.split(SEPARATOR)
     if len(parts) != len(FIELDS):
         raise LedgerError(f"expected {len(FIELDS)} fields separated by '|', found {len(parts)}")
