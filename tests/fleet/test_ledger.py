@@ -85,6 +85,11 @@ def test_separator_or_newline_in_a_name_is_rejected(field, value, tmp_path):
     ("2025-01-02|10:15:00|hostA|varaverk|webgui|812|4.5|22.5", "completion_tokens"),
     ("2025-01-02|10:15:00|hostA|varaverk|webgui|812|45|nan", "tok_s"),
     ("2025-01-02|10:15:00|hostA|varaverk|webgui|812|45|fast", "tok_s"),
+    ("2025-02-30|10:15:00|hostA|varaverk|webgui|812|45|22.5", "date"),
+    ("2025-01-02|10:15:60|hostA|varaverk|webgui|812|45|22.5", "time"),
+    ("2025-01-02|10:15:00| hostA|varaverk|webgui|812|45|22.5", "host"),
+    ("2025-01-02|10:15:00|hostA|varaverk|webgui |812|45|22.5", "source"),
+    ("2025-01-02|10:15:00|hostA|var\taverk|webgui|812|45|22.5", "profile"),
 ])
 def test_parse_line_rejects_malformed(line, reason):
     with pytest.raises(LedgerError, match=reason):
