@@ -284,17 +284,28 @@ class LocalEmbedder(Embedder):
         self._session = None
         self._tokenizer = None
 
+    def _load_tokenizer(self):
+        with self._lock:
+            if self._tokenizer is None:
+                from tokenizers import Tokenizer
+
+                _, tokenizer_path = local_model_files()
+                tokenizer = Tokenizer.from_file(str(tokenizer_path))
+                tokenizer.no_truncation()  # counts must see the whole text; we truncate ourselves
+                tokenizer.no_padding()
+                self._sep_id = tokenizer.token_to_id("[SEP]")
+                self._tokenizer = tokenizer
+        return self._tokenizer
+
     def _load(self) -> None:
+        """Load the tokenizer and the ONNX session (once; about 0.25 s)."""
+        self._load_tokenizer()
         with self._lock:
             if self._session is not None:
                 return
             import onnxruntime
-            from tokenizers import Tokenizer
 
-            model_path, tokenizer_path = local_model_files()
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
-            tokenizer.no_truncation()  # counts must see the whole text; we truncate ourselves
-            tokenizer.no_padding()
+            model_path, _ = local_model_files()
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = self._threads
             options.inter_op_num_threads = 1
@@ -302,14 +313,11 @@ class LocalEmbedder(Embedder):
             session = onnxruntime.InferenceSession(str(model_path), options,
                                                    providers=["CPUExecutionProvider"])
             self._input_names = {i.name for i in session.get_inputs()}
-            self._sep_id = tokenizer.token_to_id("[SEP]")
-            self._tokenizer = tokenizer
             self._session = session
 
     def count_tokens(self, text: str) -> int:
-        """WordPiece tokens of ``text`` including [CLS] and [SEP], untruncated."""
-        self._load()
-        return len(self._tokenizer.encode(text).ids)
+        """WordPiece tokens of ``text`` including [CLS] and [SEP], untruncated (no model load)."""
+        return len(self._load_tokenizer().encode(text).ids)
 
     def _embed_batch(self, texts: list[str]) -> list[Any]:
         self._load()

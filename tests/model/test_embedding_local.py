@@ -71,3 +71,9 @@ def test_matches_the_published_sentence_transformers_similarity(local):
     # the int8 model stays within 0.01 of it.
     a, b = local.embed(["A man is eating food.", "A man is eating a piece of bread."]).vectors
     assert abs(float(a @ b) - 0.7553) < 0.01
+
+
+def test_counting_tokens_does_not_load_the_model():
+    emb = LocalEmbedder()
+    assert emb.count_tokens("MOVER_STOP_TIMEOUT") > 3
+    assert emb._session is None
