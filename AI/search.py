@@ -44,7 +44,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from varaverk.routing import Route, route
+from varaverk.routing import route
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,8 @@ class Hit:
         lexical: BM25 score from FTS5, higher is better (None when not found lexically).
         exact: True when a name written in the query is this chunk's title.
         section_boosted: True when section routing boosted this chunk.
+        best_dense: the best cosine similarity of any chunk the filters allow for this query
+            (the same on every hit of one search; what the relevance threshold judges).
     """
 
     chunk: Any
@@ -83,6 +85,7 @@ class Hit:
     lexical: float | None = None
     exact: bool = False
     section_boosted: bool = False
+    best_dense: float | None = None
 
     def as_dict(self) -> dict:
         """The stable JSON shape of a result (ai-query --json ``results`` items)."""
@@ -252,15 +255,6 @@ class _TableCache:
     sections_upper: np.ndarray
 
 
-@dataclass
-class SearchTrace:
-    """What the last search did (for --json debugging and the evaluation)."""
-
-    route: Route | None = None
-    names: list[str] = field(default_factory=list)
-    max_dense: float | None = None
-
-
 class Retriever:
     """Hybrid retrieval over one index with one embedder. The dock holds one per process.
 
@@ -304,7 +298,6 @@ class Retriever:
         self.min_score = float(min_score if min_score is not None
                                else (configured if configured > 0 else DEFAULT_MIN_SCORE))
         self._cache: _TableCache | None = None
-        self.last = SearchTrace()
 
     # -- tables ---------------------------------------------------------------------------
 
@@ -350,12 +343,13 @@ class Retriever:
         ids = np.asarray(table.ids, dtype=np.int64)
         names = exact_names(query)
         rt = route(query) if (self.routing and self.mode == "hybrid") else None
-        self.last = SearchTrace(route=rt, names=names)
+        # Per-call values stay local: the dock shares one Retriever between threads.
         pool = max(POOL, k * 3)
 
         dense_of: dict[int, float] = {}
         dense_rank: list[int] = []
         scores: np.ndarray | None = None
+        best_dense: float | None = None
         if self.mode in ("hybrid", "dense") and self.embedder is not None and len(ids):
             q = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
             scores = dense_scores(table.matrix, q)
@@ -363,7 +357,7 @@ class Retriever:
             dense_rank = [int(ids[r]) for r in rows]
             dense_of = {int(ids[r]): float(scores[r]) for r in rows}
             if rows.size:
-                self.last.max_dense = float(scores[rows[0]])
+                best_dense = float(scores[rows[0]])
 
         lex_rank: list[int] = []
         lex_of: dict[int, float] = {}
@@ -381,7 +375,8 @@ class Retriever:
 
         if chosen is not None:
             chunks = self._chunks([cid for cid, _ in chosen])
-            return [Hit(chunks[cid], s, dense=dense_of.get(cid), lexical=lex_of.get(cid))
+            return [Hit(chunks[cid], s, dense=dense_of.get(cid), lexical=lex_of.get(cid),
+                        best_dense=best_dense)
                     for cid, s in chosen if cid in chunks]
 
         # Hybrid: fuse, then boost.
@@ -432,7 +427,8 @@ class Retriever:
                         score += NAME_TEXT_BOOST * _UNIT
                         break
             hits.append(Hit(chunk, score, dense=dense_of.get(cid), lexical=lex_of.get(cid),
-                            exact=exact, section_boosted=boosted))
+                            exact=exact, section_boosted=boosted,
+                            best_dense=best_dense))
         hits.sort(key=lambda h: (-h.score, h.chunk.id))
         return hits[:k]
 
@@ -492,7 +488,8 @@ class Retriever:
     def confident(self, hits: Sequence[Hit]) -> bool:
         """Whether the hits are relevant enough to answer from.
 
-        True when some hit's cosine similarity reaches ``min_score``, or a name written in the
+        True when the query's best cosine similarity (``Hit.best_dense``, else the hits' own)
+        reaches ``min_score``, or a name written in the
         query is a hit's title. False for no hits. Below it, callers answer ``NOT_COVERED``
         with the hits listed as the nearest sources, and call no model.
         """
@@ -500,7 +497,8 @@ class Retriever:
             return False
         if any(h.exact for h in hits):
             return True
-        best = max((h.dense for h in hits if h.dense is not None), default=None)
+        best = max((h.best_dense if h.best_dense is not None else h.dense for h in hits
+                    if h.dense is not None or h.best_dense is not None), default=None)
         if best is None:  # lexical-only mode: any BM25 hit counts
             return any(h.lexical is not None for h in hits)
         return best >= self.min_score

@@ -20,7 +20,8 @@
 #     events, ending with exactly one "done" event or one "error" event.
 #   Events
 #     profile (escalation), sources, capability, thinking, content, findings (code
-#     profile), done, error. The done event carries answer, reasoning, sources, token
+#     profile), done, error. The sources event carries the citations, the search query, whether
+#     retrieval was confident and the verbatim results. The done event carries answer, reasoning, sources, token
 #     counts, tok_s, timings, the profile that answered and whether it was "not covered".
 #   Escalation
 #     A chat turn whose question the index answers with confidence is handed to the
@@ -263,7 +264,8 @@ def run_turn(request: TurnRequest, settings, *, retriever=None, chat_client=None
     # A documentation-only profile with nothing relevant: say so, call no model.
     only_docs = answers_from_docs and not (set(profile.capabilities) - {RETRIEVAL})
     if only_docs and not confident:
-        yield TurnEvent("sources", {"sources": sources, "query": query})
+        yield TurnEvent("sources", {"sources": sources, "query": query, "confident": False,
+                                    "results": [h.as_dict() for h in hits]})
         timings["total_s"] = round(time.monotonic() - t0, 4)
         yield TurnEvent("done", {
             "answer": NOT_COVERED, "reasoning": "", "sources": sources,
@@ -296,7 +298,8 @@ def run_turn(request: TurnRequest, settings, *, retriever=None, chat_client=None
             sources = citations(hits)
 
     if answers_from_docs:
-        yield TurnEvent("sources", {"sources": sources, "query": query})
+        yield TurnEvent("sources", {"sources": sources, "query": query, "confident": confident,
+                                    "results": [h.as_dict() for h in hits]})
     budget = context_budget(settings)
     context = ""
     if answers_from_docs and hits:
