@@ -3,6 +3,7 @@ HTTP server in a thread."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,20 @@ from varaverk.config import Settings
 from varaverk_dock.app import create_app
 
 FLEET_TOKEN = "fleet-read-token-for-tests"
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    """Entry points configure the ``varaverk`` logger (handlers, no propagation); undo that so
+    tests in other areas that capture logs are not affected by the order tests run in."""
+    logger = logging.getLogger("varaverk")
+    saved = (list(logger.handlers), logger.propagate, logger.level)
+    yield
+    for handler in list(logger.handlers):
+        if handler not in saved[0]:
+            logger.removeHandler(handler)
+            handler.close()
+    logger.propagate, logger.level = saved[1], saved[2]
 
 
 @dataclass
