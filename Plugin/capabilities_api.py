@@ -1,0 +1,135 @@
+"""HTTP routes of the capabilities: the troubleshoot log picker and bug filing.
+
+Routes (the dock registers ``bp`` in ``create_app``; its before-request guard already checks
+the Host header, the token and same-origin for POSTs):
+
+``GET /api/logs?profile=troubleshoot``
+    ``{"dirs": [...], "logs": [{"path", "name", "size", "mtime"}]}``: readable logs under
+    ``AI_TROUBLESHOOT_LOG_DIRS``, newest first, for the log picker. 403 when the profile
+    does not hold ``scoped_log``.
+``POST /api/bug-reports/draft``
+    Body ``{"profile": "troubleshoot", "title", "what_happened", "log_path"?}``: a draft
+    (with the open log's excerpt and versions) for the user to review. Nothing is written.
+``POST /api/bug-reports``
+    Body ``{"profile": "troubleshoot", "draft": {...}, "confirm": true}``: writes the draft
+    to ``AI_DATA_DIR/bug_reports/`` and answers 201 ``{"file"}``. Without ``"confirm": true``
+    it answers 400 and writes nothing. 403 when the profile does not hold ``bug_filing``.
+
+Every route answers 503 while ``AI_ENABLED=false``. Settings are the dock's own
+(``app.extensions["varaverk_dock"].settings``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from varaverk_dock.capabilities import (BugReportInvalid, CapabilityDenied, LogAccessDenied,
+                                        LogNotFound, draft_bug_report, list_logs, read_log,
+                                        save_bug_report)
+from varaverk_dock.capabilities.scoped_log import log_dirs
+from varaverk_dock.profiles import UnknownProfile, get_profile
+
+log = logging.getLogger("varaverk.capabilities")
+
+bp = Blueprint("capabilities", __name__)
+EXTENSION = "varaverk_dock"  # the key under which create_app keeps the dock's state
+
+
+def _settings():
+    return current_app.extensions[EXTENSION].settings
+
+
+def _error(status: int, message: str) -> Response:
+    resp = jsonify({"error": message})
+    resp.status_code = status
+    return resp
+
+
+@bp.before_request
+def _enabled():
+    if not _settings().ai_enabled:
+        return _error(503, "Varaverk is disabled on this host (AI_ENABLED=false)")
+    return None
+
+
+def _profile(name):
+    try:
+        return get_profile(name if isinstance(name, str) and name else "troubleshoot")
+    except UnknownProfile as exc:
+        raise ValueError(str(exc).strip('"')) from None
+
+
+@bp.errorhandler(CapabilityDenied)
+def _denied(exc):
+    return _error(403, str(exc))
+
+
+@bp.get("/api/logs")
+def logs():
+    try:
+        profile = _profile(request.args.get("profile"))
+    except ValueError as exc:
+        return _error(400, str(exc))
+    settings = _settings()
+    return jsonify({"dirs": [str(d) for d in log_dirs(settings)],
+                    "logs": list_logs(profile, settings)})
+
+
+def _body() -> dict | Response:
+    body = request.get_json(silent=True)
+    if not isinstance(body, dict):
+        return _error(400, "expected a JSON object body")
+    return body
+
+
+@bp.post("/api/bug-reports/draft")
+def bug_report_draft():
+    body = _body()
+    if isinstance(body, Response):
+        return body
+    try:
+        profile = _profile(body.get("profile"))
+    except ValueError as exc:
+        return _error(400, str(exc))
+    title, what = body.get("title", ""), body.get("what_happened", "")
+    if not isinstance(title, str) or not isinstance(what, str):
+        return _error(400, "title and what_happened must be strings")
+    settings = _settings()
+    excerpt_text, source = "", None
+    log_path = body.get("log_path")
+    if log_path:
+        if not isinstance(log_path, str):
+            return _error(400, "log_path must be a string")
+        try:
+            excerpts = read_log(profile, settings, log_path)
+        except (LogAccessDenied, LogNotFound) as exc:
+            return _error(403 if isinstance(exc, LogAccessDenied) else 404, str(exc))
+        main = excerpts[0]
+        source = main.label
+        excerpt_text = "\n".join(f"{n}: {t}" for n, t in
+                                 zip(range(main.first_line, main.last_line + 1), main.lines))
+    draft = draft_bug_report(profile, settings, title=title[:200], what_happened=what[:20_000],
+                             log_excerpt=excerpt_text, log_source=source)
+    return jsonify({"draft": draft})
+
+
+@bp.post("/api/bug-reports")
+def bug_report_save():
+    body = _body()
+    if isinstance(body, Response):
+        return body
+    try:
+        profile = _profile(body.get("profile"))
+    except ValueError as exc:
+        return _error(400, str(exc))
+    if body.get("confirm") is not True:
+        return _error(400, 'not written: the user must confirm ("confirm": true)')
+    try:
+        path = save_bug_report(_settings(), body.get("draft"), True, profile=profile)
+    except BugReportInvalid as exc:
+        return _error(400, f"invalid draft: {exc}")
+    resp = jsonify({"file": path.name})
+    resp.status_code = 201
+    return resp
