@@ -177,6 +177,11 @@ def _headers(resp: Response) -> Response:
 bp = Blueprint("dock", __name__)
 
 
+@bp.get("/favicon.ico")
+def favicon():
+    return redirect(url_for("static", filename="favicon.svg"), code=301)
+
+
 @bp.get("/healthz")
 def healthz():
     return Response("ok\n", mimetype="text/plain")

@@ -241,6 +241,8 @@
     const parts = addAssistant();
     const body = { question: question, profile: profileEl.value };
     if (state.chatId) body.chat_id = state.chatId;
+    const logPath = $("log-path");
+    if (!logPath.hidden && logPath.value.trim()) body.log_path = logPath.value.trim();
     let finished = false;
     try {
       const resp = await api("/api/ask", {
@@ -315,6 +317,7 @@
       history.replaceState(null, "", "#chat=" + encodeURIComponent(body.chat.id));
       $("chat-title").textContent = body.chat.title;
       if (body.chat.profile && state.profiles[body.chat.profile]) profileEl.value = body.chat.profile;
+      syncProfileControls();
       clearMessages();
       body.messages.forEach((m) => {
         if (m.role === "user") { addUser(m.content); return; }
@@ -439,11 +442,18 @@
     probs.textContent = (t.problems || []).length + " malformed ledger line(s) skipped";
   }
 
+  // The log path field appears only for a profile holding the scoped-log capability.
+  function syncProfileControls() {
+    const p = state.profiles[profileEl.value];
+    $("log-path").hidden = !(p && p.capabilities.indexOf("scoped_log") >= 0);
+  }
+
   async function loadProfiles() {
     try {
       const body = await apiJson("/api/profiles");
       body.profiles.forEach((p) => { state.profiles[p.name] = p; });
     } catch (e) { /* the select already lists them */ }
+    syncProfileControls();
   }
 
   // ── wiring ─────────────────────────────────────────────────────────────────────────────
@@ -462,6 +472,7 @@
     }
   });
   $("new-chat").addEventListener("click", newChat);
+  profileEl.addEventListener("change", syncProfileControls);
   $("refresh-status").addEventListener("click", loadStatus);
 
   loadProfiles();

@@ -1,0 +1,108 @@
+"""A real headless Chromium (Debian's ``chromium``, driven by Playwright) against a real
+gunicorn dock: ask, watch the answer stream, see the sources, reload, switch profile."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from tests.dock.conftest import ARTIFACTS, EXPECTED_ANSWER, QUESTION
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
+                       reason=f"{CHROMIUM} is missing: apt-get install -y chromium"),
+]
+
+
+@pytest.fixture
+def page(running_dock):
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 860})
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto(running_dock.url + "/")
+        yield page
+        context.close()
+        browser.close()
+        assert errors == [], errors
+
+
+def test_browser_asks_streams_shows_sources_reloads_and_switches_profile(page, running_dock,
+                                                                         model):
+    from playwright.sync_api import expect
+
+    expect(page.locator("#index-status")).to_contain_text("56")
+    model.delta_delay = 0.12  # slow enough to watch the text arrive
+    page.fill("#question", QUESTION)
+    page.click("#ask")
+
+    answer = page.locator(".msg.assistant .answer").last
+    # Streaming: part of the answer is visible while the stream is still open.
+    expect(answer).to_have_class(re.compile("streaming"))
+    expect(answer).to_contain_text("According to")
+    partial = answer.inner_text()
+    assert "covered." not in partial, "the whole answer arrived at once"
+    expect(answer).not_to_have_class(re.compile("streaming"), timeout=20_000)
+    expect(answer).to_have_text(EXPECTED_ANSWER)
+    sources = page.locator(".msg.assistant .source-label")
+    expect(sources.first).to_have_text(
+        "Backup/rsync_mirror.sh › CONFIGURATION › MIRROR_MAX_DELETE_PCT")
+    page.locator(".msg.assistant .source summary").first.click()
+    expect(page.locator(".msg.assistant .source-text").first).to_contain_text(
+        "MIRROR_MAX_DELETE_PCT")
+    expect(page.locator(".msg.assistant .meta")).to_contain_text("completion 10")
+    expect(page.locator("#chat-list li[data-id]")).to_have_count(1)
+    expect(page.locator("#token-table tbody")).to_contain_text("hostA")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "dock-answer.png"), full_page=False)
+
+    # Reload: the conversation is in the list and reopens as plain turns.
+    page.reload()
+    item = page.locator("#chat-list li[data-id] .chat-name")
+    expect(item).to_have_text(QUESTION)
+    page.locator("#chat-list li[data-id] .chat-open").click()
+    expect(page.locator(".msg.user .bubble")).to_have_text(QUESTION)
+    expect(page.locator(".msg.assistant .answer")).to_have_text(EXPECTED_ANSWER)
+
+    # Switch profile: chat escalates to varaverk for a question the documentation answers.
+    model.delta_delay = 0.0
+    page.click("#new-chat")
+    page.select_option("#profile", "troubleshoot")
+    expect(page.locator("#log-path")).to_be_visible()  # only scoped_log profiles read logs
+    page.select_option("#profile", "chat")
+    expect(page.locator("#log-path")).to_be_hidden()
+    page.fill("#question", "Which setting caps deletions, MIRROR_MAX_DELETE_PCT?")
+    page.keyboard.press("Enter")
+    expect(page.locator(".badge.escalated")).to_contain_text("escalated to varaverk")
+    expect(page.locator(".msg.assistant .answer").last).not_to_have_class(
+        re.compile("streaming"), timeout=20_000)
+    expect(page.locator("#chat-list li[data-id]")).to_have_count(2)
+    assert page.locator("#profile").input_value() == "chat"
+    page.screenshot(path=str(ARTIFACTS / "dock-escalated.png"), full_page=False)
+
+
+def test_browser_never_runs_model_html(page, model):
+    from playwright.sync_api import expect
+
+    model.script(content=["<img src=x onerror=\"document.title='pwned'\"> ",
+                          "<script>document.title='pwned'</script> **safe**"])
+    page.select_option("#profile", "code")
+    page.fill("#question", "show me html")
+    page.click("#ask")
+    answer = page.locator(".msg.assistant .answer").last
+    expect(answer).not_to_have_class(re.compile("streaming"), timeout=20_000)
+    expect(answer.locator("strong")).to_have_text("safe")
+    assert answer.locator("img, script").count() == 0
+    assert page.title() != "pwned"
+    expect(answer).to_contain_text("<script>")
