@@ -111,6 +111,10 @@ def _conf_secrets(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
             found.update({m.group("pw"), f"{m.group('user')}:{m.group('pw')}"})
         if key_looks_secret(key) or value_looks_secret(value):
             found.add(value)
+            # A secret inside a sentence ("my secret s3-cr3t") may be echoed on its own:
+            # its non-word tokens (digits, symbols, mixed case) count as secrets too.
+            found.update(t for t in value.split() if len(t) >= 6 and not t.isalpha()
+                         or len(t) >= 6 and not (t.islower() or t.isupper() or t.istitle()))
     return tuple(sorted((s for s in found if len(s) >= 4), key=len, reverse=True))
 
 

@@ -47,6 +47,10 @@ ISSUE_PATTERN = re.compile(
     r"exit(ed)?( with)?( code| status)? ?[1-9]\d*)\b", re.I)
 
 
+SEVERE_PATTERN = re.compile(r"\b(ERROR|ERR|FATAL|CRIT(ICAL)?|EMERG(ENCY)?|ALERT|PANIC|SEVERE|"
+                            r"Traceback|Exception|segfault|oom)\b", re.I)
+
+
 class LogAccessDenied(PermissionError):
     """The requested log lies outside the configured folders or is not a readable file."""
 
@@ -273,25 +277,28 @@ def read_log(profile, settings, requested: str | os.PathLike, max_bytes: int = M
 
 
 def issue_queries(excerpts: list[LogExcerpt], limit: int = MAX_QUERIES) -> list[str]:
-    """Retrieval queries from error and warning lines: newest first, de-duplicated.
+    """Retrieval queries from error and warning lines, de-duplicated.
 
-    Timestamps, PIDs, hex ids and long numbers are dropped so two occurrences of the same
-    failure make one query and the text left is what the documentation would mention.
+    Errors (ERROR, FATAL, Traceback...) come before warnings and other failure words, and
+    within each the newest line first (the open log before its previous rotation): the
+    failure itself is what the documentation most likely explains. Timestamps, PIDs, hex ids
+    and long numbers are dropped, so two occurrences of one failure make one query.
     """
+    ranked = sorted((0 if SEVERE_PATTERN.search(text) else 1, i, -n, text)
+                    for i, excerpt in enumerate(excerpts) for n, text in excerpt.issues)
     seen: set[str] = set()
     out: list[str] = []
-    for excerpt in excerpts:
-        for _, text in reversed(excerpt.issues):
-            q = re.sub(r"^\S*\d{4}-\d\d-\d\d[T ]?[\d:.,+-]*Z?\s*", "", text)
-            q = re.sub(r"^[A-Z][a-z]{2} [ \d]\d [\d:]{8}\s+\S+\s+", "", q)  # syslog prefix
-            q = re.sub(r"\[\d+\]|\b0x[0-9a-f]+\b|\b[0-9a-f]{12,}\b|\b\d{5,}\b", "", q, flags=re.I)
-            q = re.sub(r"\s+", " ", q).strip(" :-|")
-            if len(q) < 6 or q.lower() in seen:
-                continue
-            seen.add(q.lower())
-            out.append(q[:200])
-            if len(out) >= limit:
-                return out
+    for *_, text in ranked:
+        q = re.sub(r"^\S*\d{4}-\d\d-\d\d[T ]?[\d:.,+-]*Z?\s*", "", text)
+        q = re.sub(r"^[A-Z][a-z]{2} [ \d]\d [\d:]{8}\s+\S+\s+", "", q)  # syslog prefix
+        q = re.sub(r"\[\d+\]|\b0x[0-9a-f]+\b|\b[0-9a-f]{12,}\b|\b\d{5,}\b", "", q, flags=re.I)
+        q = re.sub(r"\s+", " ", q).strip(" :-|")
+        if len(q) < 6 or q.lower() in seen:
+            continue
+        seen.add(q.lower())
+        out.append(q[:200])
+        if len(out) >= limit:
+            break
     return out
 
 
