@@ -168,7 +168,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ai-dock: configuration ok; would listen on {url}")
         return exitcodes.OK
     if args.dev:
+        import logging
+
+        from varaverk.logs import RedactSecrets
         from varaverk_dock.app import create_app
+
+        # Flask's server logs whole request lines: a token given once in a URL is masked.
+        logging.getLogger("werkzeug").addFilter(RedactSecrets([settings.ai_dock_token]))
         log.info("development server on %s", url)
         create_app(settings).run(host=host, port=port, threaded=True, debug=False,
                                  use_reloader=False)

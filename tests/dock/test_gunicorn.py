@@ -39,6 +39,9 @@ def test_gunicorn_serves_the_page_and_a_streamed_answer(running_dock):
     assert cross.status_code == 403
     log = running_dock.log_file.read_text()
     assert '"POST /api/ask HTTP/1.1" 200' in log
+    dock_log = (running_dock.settings.ai_log_dir / "ai-dock.log").read_text()
+    assert "ask: profile=varaverk chat=new" in dock_log
+    assert "refused POST /api/ask: cross-origin" in dock_log
 
 
 def test_twenty_concurrent_asks_all_complete_with_twenty_ledger_rows(running_dock):
@@ -98,3 +101,25 @@ def test_sigkill_during_a_turn_leaves_every_conversation_readable(running_dock, 
     for c in chats:
         assert len(store.load(c["id"]).messages) == 2
     assert len(read_rows(running_dock.settings.token_db_path)[0]) == 2
+
+
+def test_token_in_a_url_never_reaches_the_access_log(settings, tmp_path):
+    from tests.dock.conftest import start_dock
+
+    secret = "url-token-that-must-not-be-logged"
+    dock = start_dock(settings.replace(ai_dock_token=secret), tmp_path, workers=1)
+    try:
+        assert httpx.get(dock.url + "/api/chats").status_code == 401
+        login = httpx.get(dock.url + f"/?token={secret}")
+        assert login.status_code == 302 and secret not in login.headers["location"]
+        cookie = login.cookies.get("varaverk_dock")
+        assert cookie and secret not in cookie
+        assert httpx.get(dock.url + "/api/chats", cookies={"varaverk_dock": cookie}
+                         ).status_code == 200
+        wrong = httpx.get(dock.url + "/?token=guess-123")
+        assert wrong.status_code == 302 and wrong.headers["location"].endswith("/login")
+    finally:
+        dock.stop()
+    logs = dock.log_file.read_text() + (settings.ai_log_dir / "ai-dock.log").read_text()
+    assert '"GET / HTTP/1.1" 302' in logs
+    assert secret not in logs and "guess-123" not in logs
