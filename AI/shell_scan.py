@@ -1327,6 +1327,8 @@ class _Scanner:
         if not any(v.startswith("--delete") or v in ("--del", "--remove-source-files")
                    for v in values):
             return
+        if _short_flags(values) & {"-n", "--dry-run"}:
+            return  # a dry run only lists what it would delete
         ops = _operands(args)
         if len(ops) < 2:
             return

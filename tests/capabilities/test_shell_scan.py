@@ -215,6 +215,7 @@ BENIGN: list[str] = [
     "iptables -L -n",
     "crontab -l",
     "rsync -a --delete /mnt/user/photos/ backup@harbor02:/mnt/backup/photos/",
+    'rsync -an --delete "$src" "$MIRROR_DEST/$share/" | grep -c "^del"',
     "mv old.conf /tmp/old.conf",
     "cat <<EOF > /tmp/notes.txt\nrm -rf /\nmkfs.ext4 /dev/sda\nEOF",
     "grep -rn 'rm -rf /' .",
