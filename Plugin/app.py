@@ -29,6 +29,7 @@ written). ``done`` additionally carries ``html``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import subprocess
@@ -491,12 +492,16 @@ def create_app(settings: Settings | None = None, *, retriever=None, chat_client=
     app.before_request(_guard)
     app.after_request(_headers)
     app.register_blueprint(bp)
-    try:
-        from varaverk_dock.fleet_api import bp as fleet_bp
-    except ImportError:
-        fleet_bp = None
-    if fleet_bp is not None:
-        app.register_blueprint(fleet_bp)
+    # Blueprints of other areas, registered when installed: the fleet ledger endpoint
+    # (authenticates partners itself) and the capabilities' log picker and bug filing
+    # (behind this app's guard like every other route).
+    for module in ("varaverk_dock.fleet_api", "varaverk_dock.capabilities_api"):
+        try:
+            blueprint = importlib.import_module(module).bp
+        except ImportError as exc:
+            log.debug("%s not registered: %s", module, exc)
+            continue
+        app.register_blueprint(blueprint)
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):

@@ -10,7 +10,7 @@
   const questionEl = $("question");
   const profileEl = $("profile");
   const askBtn = $("ask");
-  const state = { chatId: null, busy: false, profiles: {} };
+  const state = { chatId: null, busy: false, profiles: {}, logsLoadedFor: null, bugDraft: null };
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
@@ -442,10 +442,89 @@
     probs.textContent = (t.problems || []).length + " malformed ledger line(s) skipped";
   }
 
-  // The log path field appears only for a profile holding the scoped-log capability.
+  // The log path field and the bug report button appear only for a profile holding the
+  // scoped-log and bug-filing capabilities; the server enforces the same grants.
+  function holds(name, capability) {
+    const p = state.profiles[name];
+    return !!(p && p.capabilities.indexOf(capability) >= 0);
+  }
+
+  async function loadLogOptions(profile) {
+    if (state.logsLoadedFor === profile) return;
+    state.logsLoadedFor = profile;
+    const list = $("log-options");
+    try {
+      const body = await apiJson("/api/logs?profile=" + encodeURIComponent(profile));
+      list.replaceChildren();
+      (body.logs || []).forEach((l) => {
+        const opt = document.createElement("option");
+        opt.value = l.path;
+        opt.label = l.name;
+        list.appendChild(opt);
+      });
+    } catch (e) { state.logsLoadedFor = null; }
+  }
+
   function syncProfileControls() {
-    const p = state.profiles[profileEl.value];
-    $("log-path").hidden = !(p && p.capabilities.indexOf("scoped_log") >= 0);
+    const profile = profileEl.value;
+    const logs = holds(profile, "scoped_log");
+    $("log-path").hidden = !logs;
+    $("bug-report").hidden = !holds(profile, "bug_filing");
+    if (logs) loadLogOptions(profile);
+  }
+
+  // ── bug reports (troubleshoot): draft, review, then file on explicit confirmation ──────
+
+  function draftText(d) {
+    const parts = ["Title: " + (d.title || ""), "", "What happened:", d.what_happened || ""];
+    if (d.log_excerpt) parts.push("", "Log (" + (d.log_source || "log") + "):", d.log_excerpt);
+    if (d.versions) {
+      const v = typeof d.versions === "string" ? d.versions
+        : Object.keys(d.versions).map((k) => k + " " + d.versions[k]).join(", ");
+      parts.push("", "Versions: " + v);
+    }
+    return parts.join("\n");
+  }
+
+  function openBugDialog() {
+    const users = document.querySelectorAll(".msg.user .bubble");
+    const answers = document.querySelectorAll(".msg.assistant .answer");
+    const lastQ = users.length ? users[users.length - 1].textContent : "";
+    const lastA = answers.length ? answers[answers.length - 1].textContent : "";
+    $("bug-title").value = lastQ.slice(0, 200);
+    $("bug-what").value = lastQ ? "Asked: " + lastQ + "\n\nAnswer: " + lastA : "";
+    $("bug-preview").hidden = true;
+    $("bug-status").textContent = "";
+    $("bug-file").disabled = true;
+    state.bugDraft = null;
+    $("bug-dialog").showModal();
+  }
+
+  async function draftBug() {
+    const body = { profile: profileEl.value, title: $("bug-title").value,
+                   what_happened: $("bug-what").value };
+    const logPath = $("log-path").value.trim();
+    if (logPath) body.log_path = logPath;
+    try {
+      const resp = await apiJson("/api/bug-reports/draft", {
+        method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+      state.bugDraft = resp.draft;
+      $("bug-preview").textContent = draftText(resp.draft);
+      $("bug-preview").hidden = false;
+      $("bug-status").textContent = "Review the draft, then file it.";
+      $("bug-file").disabled = false;
+    } catch (e) { $("bug-status").textContent = "Not drafted: " + e.message; }
+  }
+
+  async function fileBug() {
+    if (!state.bugDraft) return;
+    try {
+      const resp = await apiJson("/api/bug-reports", {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ profile: profileEl.value, draft: state.bugDraft, confirm: true }) });
+      $("bug-status").textContent = "Filed as " + resp.file + ".";
+      $("bug-file").disabled = true;
+    } catch (e) { $("bug-status").textContent = "Not filed: " + e.message; }
   }
 
   async function loadProfiles() {
@@ -473,6 +552,9 @@
   });
   $("new-chat").addEventListener("click", newChat);
   profileEl.addEventListener("change", syncProfileControls);
+  $("bug-report").addEventListener("click", openBugDialog);
+  $("bug-draft").addEventListener("click", draftBug);
+  $("bug-file").addEventListener("click", fileBug);
   $("refresh-status").addEventListener("click", loadStatus);
 
   loadProfiles();

@@ -106,3 +106,60 @@ def test_browser_never_runs_model_html(page, model):
     assert answer.locator("img, script").count() == 0
     assert page.title() != "pwned"
     expect(answer).to_contain_text("<script>")
+
+
+def test_browser_troubleshoot_reads_a_picked_log_and_files_a_bug_report(settings, tmp_path,
+                                                                        model):
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.dock.conftest import start_dock
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "rsync_mirror.log").write_text(
+        "2026-11-29 02:00:01 start mirror run\n"
+        "2026-11-29 02:00:09 ERROR share photos: delete ratio 41% above MIRROR_MAX_DELETE_PCT=5,"
+        " skipped\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    dock = start_dock(settings.replace(ai_troubleshoot_log_dirs=(str(logs),)), run, workers=1)
+    reports = settings.ai_data_dir / "bug_reports"
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 860})
+            page.goto(dock.url + "/")
+            page.select_option("#profile", "troubleshoot")
+            expect(page.locator("#log-path")).to_be_visible()
+            expect(page.locator("#log-options option")).to_have_count(1)
+            assert page.locator("#log-options option").get_attribute("value") == str(
+                logs / "rsync_mirror.log")
+            page.fill("#log-path", str(logs / "rsync_mirror.log"))
+            page.fill("#question", "Why was the photos share skipped last night?")
+            page.click("#ask")
+            answer = page.locator(".msg.assistant .answer").last
+            expect(answer).not_to_have_class(re.compile("streaming"), timeout=20_000)
+            expect(page.locator(".msg.assistant .capabilities")).to_contain_text("log")
+            prompt = json_of_last_chat(model)
+            assert "delete ratio 41%" in prompt
+
+            page.click("#bug-report")
+            expect(page.locator("#bug-dialog")).to_be_visible()
+            expect(page.locator("#bug-title")).to_have_value(
+                "Why was the photos share skipped last night?")
+            page.click("#bug-draft")
+            expect(page.locator("#bug-preview")).to_contain_text("delete ratio 41%")
+            assert not reports.exists() or list(reports.iterdir()) == []  # drafted, not filed
+            page.screenshot(path=str(ARTIFACTS / "dock-troubleshoot.png"))
+            page.click("#bug-file")
+            expect(page.locator("#bug-status")).to_contain_text("Filed as")
+            assert len(list(reports.iterdir())) == 1
+            browser.close()
+    finally:
+        dock.stop()
+
+
+def json_of_last_chat(model) -> str:
+    import json
+
+    return json.dumps(model.requests_to("/api/chat")[-1].json["messages"])
