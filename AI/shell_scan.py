@@ -32,7 +32,6 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import asdict, dataclass, field
-from fnmatch import fnmatchcase
 
 import bashlex
 
@@ -731,13 +730,12 @@ class _Scanner:
             self._nested_from_tokens(text, unit, pipes, line_of, depth, via)
 
     def _nested_from_tokens(self, text, unit, pipes, line_of, depth, via) -> None:
-        # The token fallback does not descend into $(...) on its own; bashlex does. Scanning
-        # the spans only when the unit went through the fallback keeps findings single.
-        converted = {cmd.start for pipe in pipes for cmd in pipe}
+        # The token fallback does not descend into $(...) on its own; bashlex does. A span
+        # that already holds a parsed command was handled, so findings stay single.
+        starts = [cmd.start for pipe in pipes for cmd in pipe]
         for tok in unit:
             for s, e in tok.subs:
-                if s in converted or any(c.start >= s and c.start < e for c in
-                                         (cmd for pipe in pipes for cmd in pipe)):
+                if any(s <= start < e for start in starts):
                     continue
                 inner = text[s:e]
                 self.scan_text(inner, lambda off, s=s: line_of(s + off), depth + 1, via)
