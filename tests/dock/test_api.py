@@ -393,3 +393,31 @@ def test_disabled_dock_shows_a_disabled_page_and_ask_is_503(settings):
     resp = client.post("/api/ask", json={"question": QUESTION}, headers=SAME)
     assert resp.status_code == 503 and "AI_ENABLED=false" in resp.get_json()["error"]
     assert client.get("/api/chats").status_code == 503
+
+
+def test_reasoning_streams_separately_and_is_not_stored(client, model, settings):
+    model.script(thinking=["Let me check ", "the header."], content=["Five ", "percent."])
+    _, events = ask(client, profile="code")
+    thinking = "".join(e["data"]["text"] for e in events if e["type"] == "thinking")
+    assert thinking == "Let me check the header."
+    done = events[-2]["data"]
+    assert done["answer"] == "Five percent." and done["reasoning"] == thinking
+    assert set(done["timings"]) >= {"generation_s", "total_s"}
+    [path] = chat_files(settings)
+    stored = path.read_text()
+    assert "Let me check" not in stored and "Five percent." in stored
+
+
+def test_troubleshoot_ask_carries_the_log_path_to_the_worker(client, model, settings, tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "mirror.log").write_text("02:00:09 ERROR share photos skipped: delete ratio 41%\n")
+    app = create_app(settings.replace(ai_troubleshoot_log_dirs=(str(logs),)))
+    resp = app.test_client().post("/api/ask", headers=SAME, json={
+        "question": "Why was photos skipped?", "profile": "troubleshoot",
+        "log_path": str(logs / "mirror.log")})
+    events = events_of(resp.data)
+    assert events[-1]["type"] == "saved"
+    assert any(e["type"] == "capability" for e in events)
+    sent = json.dumps(model.requests_to("/api/chat")[-1].json["messages"])
+    assert "delete ratio 41%" in sent
