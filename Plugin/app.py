@@ -15,6 +15,9 @@ Routes (all answers JSON unless noted; every ``/api`` route answers 503 while AI
     GET    /api/status           the index's status (files, chunks, model, last build, behind HEAD)
     GET    /api/tokens           token totals today / last 7 days / all time per host
 
+Registered when installed: ``varaverk_dock.fleet_api`` (``GET /api/fleet/ledger``, which checks
+the fleet token itself) and ``varaverk_dock.capabilities_api`` (log picker, bug reports).
+
 The dock does not retrieve, prompt or generate itself: ``/api/ask`` runs the chat worker
 (``varaverk_tools.ai_chat_worker.run_turn``), which does all of that and appends the ledger row
 (source ``webgui``) when a turn completes. The dock adds what a browser needs: the stream as
@@ -255,13 +258,13 @@ def ask():
         validate_message({"role": "user", "content": question})
     except InvalidMessage as exc:
         return _api_error(400, f"question refused: {exc}")
+    requested = body.get("profile")
+    if requested is not None and not isinstance(requested, str):
+        return _api_error(400, "profile must be a string")
     try:
-        profile = get_profile(body.get("profile") if isinstance(body.get("profile"), str)
-                              else None)
+        profile = get_profile(requested)
     except UnknownProfile as exc:
         return _api_error(400, str(exc.args[0]))
-    if body.get("profile") is not None and not isinstance(body.get("profile"), str):
-        return _api_error(400, "profile must be a string")
     log_path = body.get("log_path")
     if log_path is not None:
         if not isinstance(log_path, str) or not log_path or len(log_path) > 4096:
