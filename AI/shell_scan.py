@@ -562,16 +562,24 @@ def _resolve(raw: str, env: dict[str, str]) -> _Resolved:
 _SYSTEM_TOP = ("bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "media",
                "mnt", "opt", "proc", "root", "run", "sbin", "srv", "sys", "usr", "var", "snap",
                "nix", "data", "storage")
-_ROOT_RULES: tuple[tuple[re.Pattern, str], ...] = (
-    (re.compile(r"^/$"), "the root filesystem /"),
-    (re.compile(r"^~[A-Za-z0-9_.-]*$"), "a home directory ({0})"),
-    (re.compile(r"^/home/[^/]+$"), "the home directory {0}"),
-    (re.compile(r"^/mnt/(user0?|disk\d+|cache|[^/]*pool[^/]*)/[^/]+$"), "the whole share {0}"),
-    (re.compile(r"^/mnt/[^/]+$"), "the array or mount root {0}"),
-    (re.compile(r"^/boot/config$"), "the flash configuration {0}"),
-    (re.compile(r"^/usr/[^/]+$"), "the system directory {0}"),
-    (re.compile(r"^/var/(lib|log|spool|mail|www|backups|opt)$"), "the system directory {0}"),
-    (re.compile(r"^/(" + "|".join(_SYSTEM_TOP) + r")$"), "the system directory {0}"),
+# (pattern, description, system): "system" roots are also protected from recursive
+# chmod/chown; the others are data (a share, a home, a service's data) where a recursive
+# permission fix is routine but a recursive delete is not.
+_ROOT_RULES: tuple[tuple[re.Pattern, str, bool], ...] = (
+    (re.compile(r"^/$"), "the root filesystem /", True),
+    (re.compile(r"^~[A-Za-z0-9_.-]*$"), "a home directory ({0})", False),
+    (re.compile(r"^/home/[^/]+$"), "the home directory {0}", False),
+    (re.compile(r"^/mnt/(user0?|disk\d+|cache|disks|remotes|addons|rootshare|[^/]*pool[^/]*)"
+                r"/[^/]+$"), "the whole share or disk {0}", False),
+    (re.compile(r"^/mnt/[^/]+$"), "the array or mount root {0}", True),
+    (re.compile(r"^/boot/[^/]+$"), "the boot or flash folder {0}", False),
+    (re.compile(r"^/usr/[^/]+$|^/usr/local/[^/]+$"), "the system directory {0}", True),
+    (re.compile(r"^/var/(lib|log|spool|mail|www|backups|opt)$"), "the system directory {0}", True),
+    (re.compile(r"^/var/lib/[^/]+$"), "the service data directory {0}", False),
+    (re.compile(r"^/etc/[^/]+$"), "the configuration {0}", False),
+    (re.compile(r"^/(" + "|".join(_SYSTEM_TOP) + r")$"), "the system directory {0}", True),
+    # Any other top-level folder (a pool mounted at /tank, Synology's /volume1) except /tmp.
+    (re.compile(r"^/(?!tmp$)[^/]+$"), "the top-level folder {0}", False),
 )
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
@@ -597,13 +605,16 @@ def _normalise(path: str) -> tuple[str, bool]:
     return p, contents
 
 
-def _root_kind(path: str) -> str | None:
-    """A description when ``path`` (possibly a glob) is a root worth protecting, else None."""
+def _root_kind(path: str, system_only: bool = False) -> str | None:
+    """A description when ``path`` (possibly a glob) is a root worth protecting, else None.
+
+    ``system_only`` keeps only the system roots (for recursive chmod/chown).
+    """
     if not path:
         return None
     p, _ = _normalise(path)
     if p.startswith("~"):
-        if "/" in p:
+        if "/" in p or system_only:
             return None
         return f"a home directory ({p})"
     if not p.startswith("/"):
@@ -616,9 +627,9 @@ def _root_kind(path: str) -> str | None:
         if len(comps) > 1 and _GLOB_CHARS.search(comps[1]):
             return f"every top-level folder ({p})"
         probe = "/".join(re.sub(r"\[[^\]]*\]|[*?]", "1", c) for c in comps)
-    for pattern, desc in _ROOT_RULES:
+    for pattern, desc, system in _ROOT_RULES:
         if pattern.match(probe):
-            return desc.format(p)
+            return desc.format(p) if system or not system_only else None
     return None
 
 
@@ -1136,7 +1147,7 @@ class _Scanner:
         if not any(v.startswith("--reference") for v in values):
             operands = operands[1:]  # the mode or the owner
         for w in operands:
-            kind = _root_kind(_resolve(w.raw, self.env).full)
+            kind = _root_kind(self._in_cwd(_resolve(w.raw, self.env).full), system_only=True)
             if kind:
                 add(f"recursive {name} on {kind} breaks permissions that services and logins "
                     "depend on", "recursive-perms")

