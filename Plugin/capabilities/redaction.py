@@ -89,7 +89,7 @@ def mask_url_credentials(value: str) -> str:
 def conf_path(settings) -> Path:
     """The real conf the capabilities read: ``AI_CONFIG`` if set, else Configurations/master.conf."""
     explicit = os.environ.get("AI_CONFIG")
-    return Path(explicit) if explicit else default_config_path(settings.ai_repo_root)
+    return Path(explicit) if explicit else default_config_path(Path(settings.ai_repo_root))
 
 
 def read_conf(path: Path) -> dict[str, str]:
