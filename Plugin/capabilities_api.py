@@ -29,12 +29,12 @@ from varaverk_dock.capabilities import (BugReportInvalid, CapabilityDenied, LogA
                                         LogNotFound, draft_bug_report, list_logs, read_log,
                                         save_bug_report)
 from varaverk_dock.capabilities.scoped_log import log_dirs
+from varaverk_dock.app import EXTENSION
 from varaverk_dock.profiles import UnknownProfile, get_profile
 
 log = logging.getLogger("varaverk.capabilities")
 
 bp = Blueprint("capabilities", __name__)
-EXTENSION = "varaverk_dock"  # the key under which create_app keeps the dock's state
 
 
 def _settings():

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from varaverk_dock.profiles import INCIDENTS
 
-from .scoped_log import decode_line
+from .scoped_log import read_excerpt
 
 log = logging.getLogger("varaverk.capabilities")
 MAX_BYTES = 32 * 1024
@@ -83,13 +83,7 @@ def recent_incidents(profile, settings, limit: int = 10) -> IncidentsExcerpt | N
     if not path.is_file():
         log.warning("incidents: %s does not exist", path)
         return IncidentsExcerpt(path, [])
-    with open(path, "rb") as fh:
-        size = fh.seek(0, 2)
-        fh.seek(max(0, size - MAX_BYTES))
-        data = fh.read()
-    raw_lines = data.split(b"\n")
-    if size > MAX_BYTES and raw_lines:
-        raw_lines = raw_lines[1:]  # cut mid-line by the budget
-    entries = parse_entries([decode_line(r) for r in raw_lines])[-limit:]
+    excerpt = read_excerpt(path, MAX_BYTES, max_lines=10_000)
+    entries = parse_entries(excerpt.lines)[-limit:]
     log.info("incidents: read %d entries of %s", len(entries), path)
     return IncidentsExcerpt(path, entries)
