@@ -48,7 +48,7 @@ _CUES: dict[str, list[tuple[str, float]]] = {
         (r"\bsafe(ly|ty)?\b", 1.0),
     ],
     "configuration": [
-        (r"\bdefault(s|ed)?\b", 2.0),
+        (r"\bdefault(s|ed)?\b", 4.0),
         (r"\bhow (long|many|much|far|often|old|big|large|high|low)\b", 1.5),
         (r"\b(longest|shortest|maximum|minimum|max|min|most|least|at what)\b", 1.0),
         (r"\b(which|what) (\w+ ){0,2}(value|setting|variable|option|port|address|path|"

@@ -101,6 +101,7 @@ def test_normalise_title():
 
 @pytest.mark.parametrize("question,shape", [
     ("What is the default value of MIRROR_MAX_DELETE_PCT?", "configuration"),
+    ("What is the default snapshot retention?", "configuration"),
     ("How long does the updater wait for a container to become healthy?", "configuration"),
     ("What prevents the cleanup from removing a torrent that was never imported?", "safeguard"),
     ("What stops rsync and the mover running at once?", "safeguard"),

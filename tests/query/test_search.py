@@ -1,0 +1,122 @@
+"""Retrieval on the real harborlab index with the real offline embedder."""
+
+from __future__ import annotations
+
+import pytest
+
+from varaverk.search import SECTION_BOOST, Retriever, citation_of
+
+
+def places(hits):
+    return [(h.chunk.path, h.chunk.section, h.chunk.title) for h in hits]
+
+
+def test_mover_question_finds_mover_coordination(retriever):
+    hits = retriever.search("what stops rsync and the mover running at once", 5)
+    assert ("Backup/rsync_mirror.sh", "OPERATIONAL SAFEGUARDS", "Mover Coordination") \
+        in places(hits)[:3]
+    assert retriever.confident(hits)
+
+
+@pytest.mark.parametrize("query,title", [
+    ("MOVER_STOP_TIMEOUT", "MOVER_STOP_TIMEOUT"),
+    ("what happens when MOVER_STOP_TIMEOUT runs out?", "MOVER_STOP_TIMEOUT"),
+    ("Can --force-delete get around it?", "--force-delete"),
+    ("what does --dry-run do for the mirror", "--dry-run"),
+])
+def test_exact_names_rank_their_own_chunk_first(retriever, query, title):
+    top = retriever.search(query, 5)[0]
+    assert top.chunk.title == title
+    assert top.exact
+
+
+def test_exact_flag_ranks_the_right_jobs_flag_first(retriever):
+    top = retriever.search("Can --force-delete get around it?", 5)[0]
+    assert citation_of(top.chunk) == "Backup/rsync_mirror.sh › RUNTIME MODES › --force-delete"
+
+
+def test_filters_compose(retriever):
+    hits = retriever.search("how long does the mover get", 10, kind="header",
+                            section="configuration")
+    assert hits
+    assert all(h.chunk.kind == "header" and h.chunk.section == "CONFIGURATION" for h in hits)
+    readme = retriever.search("merge mode", 10, kind="readme")
+    assert readme and all(h.chunk.kind == "readme" for h in readme)
+    assert retriever.search("merge mode", 10, kind="readme", section="CONFIGURATION") == []
+
+
+def test_section_boost_never_excludes(retriever):
+    # A configuration-shaped question: CONFIGURATION chunks are boosted, others still rank.
+    hits = retriever.search("What is the default snapshot retention?", 30)
+    sections = {h.chunk.section for h in hits}
+    assert "CONFIGURATION" in sections
+    assert sections - {"CONFIGURATION"}
+    assert all(h.section_boosted == (h.chunk.section == "CONFIGURATION") for h in hits)
+    # The definitional question routes to PURPOSE, yet its README answer stays in the top 5.
+    top5 = retriever.search("What is the mirror's merge mode for?", 5)
+    assert any(h.chunk.path == "Backup/README-Backup.md" and "harbor02" in h.chunk.text
+               for h in top5)
+
+
+def test_boost_is_smaller_than_an_exact_name(retriever):
+    from varaverk.search import NAME_TITLE_BOOST
+    assert SECTION_BOOST < NAME_TITLE_BOOST
+
+
+@pytest.mark.parametrize("question", [
+    "How do I set up a Minecraft server container on harbor01?",
+    "Where is the Kubernetes manifest for harborlab?",
+    "How do I turn on two-factor authentication for the server's web login?",
+])
+def test_unanswerable_questions_are_not_covered(retriever, question):
+    hits = retriever.search(question, 5)
+    assert hits  # the nearest sources are still listed
+    assert not retriever.confident(hits)
+
+
+def test_unknown_names(retriever):
+    assert retriever.unknown_names("Where is the Kubernetes manifest?") == ["Kubernetes"]
+    assert retriever.unknown_names("Kubernetes manifest") == []  # sentence start: prose
+    assert retriever.unknown_names("Can I rehearse the UPS shutdown?") == []
+    assert retriever.unknown_names("Does harbor01 use Zfs2Cloud or MOVER_STOP_TIMEOUT?") == [
+        "Zfs2Cloud"]
+
+
+def test_confident_on_empty_is_false(retriever):
+    assert retriever.confident([]) is False
+
+
+def test_small_to_big_adds_parent_section_within_budget(retriever):
+    hits = retriever.search("MOVER_STOP_TIMEOUT", 1)
+    chunk = hits[0].chunk
+    assert len(chunk.text) < 200  # a tiny named paragraph
+    groups = retriever.expand(hits, 100_000)
+    assert groups[0][0].section == chunk.section
+    assert len(groups[0]) > 1
+    assert all(c.path == chunk.path and c.section == chunk.section for c in groups[0])
+    assert chunk.id in [c.id for c in groups[0]]
+    lines = [c.start_line for c in groups[0]]
+    assert lines == sorted(lines)
+    only = retriever.expand(hits, len(chunk.text))
+    assert [c.id for c in only[0]] == [chunk.id]
+
+
+def test_mismatched_index_is_refused(harborlab_pristine, harborlab_index, model_server):
+    from tests.query.conftest import query_settings
+    from varaverk.store import IndexMismatch
+    settings = query_settings(harborlab_pristine, harborlab_index, model_server,
+                              ai_embed_backend="ollama", ai_embed_model="other")
+    with pytest.raises(IndexMismatch):
+        Retriever(settings)
+
+
+def test_single_retriever_modes(harborlab_pristine, harborlab_index, retriever):
+    from tests.query.conftest import query_settings
+    settings = query_settings(harborlab_pristine, harborlab_index)
+    lexical = Retriever(settings, retriever.index, mode="lexical")
+    hits = lexical.search("MIRROR_MAX_DELETE_PCT", 3)
+    assert hits and all(h.dense is None and h.lexical is not None for h in hits)
+    dense = Retriever(settings, retriever.index, retriever.embedder, mode="dense")
+    dhits = dense.search("mover coordination", 3)
+    assert [h.score for h in dhits] == sorted((h.score for h in dhits), reverse=True)
+    assert all(h.lexical is None for h in dhits)
