@@ -584,25 +584,22 @@ _ROOT_RULES: tuple[tuple[re.Pattern, str, bool], ...] = (
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 
-def _normalise(path: str) -> tuple[str, bool]:
-    """(path without trailing ``/``, ``/*``, ``/.*``; whether it named a folder's contents)."""
+def _normalise(path: str) -> str:
+    """``path`` without a trailing ``/``, ``/*``, ``/.*`` or ``/.`` (the folder itself)."""
     p = re.sub(r"/{2,}", "/", path)
-    contents = False
     while True:
         stripped = re.sub(r"(/\.?\*|/\.\[!\.\]\*|/\{\*,\.\*\}|/\.)$", "", p)
         if stripped != p:
-            contents = True
             p = stripped or "/"
-            continue
-        if len(p) > 1 and p.endswith("/"):
+        elif len(p) > 1 and p.endswith("/"):
             p = p[:-1]
-            continue
-        break
+        else:
+            break
     if p.startswith("/"):
         p = posixpath.normpath(p)  # /./etc, /var/../ and friends
         if p.startswith("//"):
             p = "/" + p.lstrip("/")
-    return p, contents
+    return p
 
 
 def _root_kind(path: str, system_only: bool = False) -> str | None:
@@ -612,7 +609,7 @@ def _root_kind(path: str, system_only: bool = False) -> str | None:
     """
     if not path:
         return None
-    p, _ = _normalise(path)
+    p = _normalise(path)
     if p.startswith("~"):
         if "/" in p or system_only:
             return None
@@ -656,7 +653,6 @@ _PREFIX_ARITY: dict[str, dict[str, int]] = {
     "stdbuf": {"-i": 1, "-o": 1, "-e": 1}, "timeout": {"-s": 1, "-k": 1},
     "chronic": {}, "caffeinate": {}, "flock": {"-w": 1, "-E": 1, "--timeout": 1},
     "xargs": {"-n": 1, "-I": 1, "-L": 1, "-P": 1, "-d": 1, "-E": 1, "-s": 1, "-a": 1},
-    "then": {}, "do": {}, "else": {}, "!": {}, "{": {},
 }
 _TAKES_ARG_THEN_CMD = {"timeout": 1, "flock": 1}
 
@@ -981,7 +977,7 @@ class _Scanner:
                 self._command(text, inner, line_of, depth + 1, f"{name} exec {rest[0]}")
         elif name == "find":
             for i, v in enumerate(values):
-                if v in ("-exec", "-execdir") and i + 3 < len(values) + 1:
+                if v in ("-exec", "-execdir") and i + 1 < len(values):
                     tail = values[i + 1:]
                     if tail and _basename(tail[0]) in _SHELLS and "-c" in tail[:3]:
                         k = tail.index("-c")
