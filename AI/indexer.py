@@ -65,6 +65,8 @@ class IndexReport:
         embed_calls: ``Embedder.embed`` calls made. head: HEAD's SHA (None: no commits).
         wrote: whether the index was written. locked: whether the lock was taken.
         force: a full rebuild. seconds: wall time of the run.
+        timings: seconds per phase of a run that had work: ``prepare`` (list, stat, read,
+            decode, chunk), ``embed``, ``write`` (the one transaction).
     """
 
     tracked: int = 0
@@ -84,6 +86,7 @@ class IndexReport:
     locked: bool = False
     force: bool = False
     seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the report."""
@@ -369,6 +372,7 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
     for path in report.deleted:
         log.info("%s: no longer tracked; its chunks are removed", path)
 
+    report.timings["prepare"] = time.monotonic() - started
     if pending:
         emb = get_embedder()
         expect = None
@@ -376,8 +380,10 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
             _check_embedder(settings, idx, meta, get_embedder)
             if meta.get("embed_backend"):
                 expect = (meta, int(meta.get("embed_dimension") or 0))
+        embed_started = time.monotonic()
         vectors, failures = _embed_all(emb, [c for p in pending for c in p.chunks], progress,
                                        report, expect)
+        report.timings["embed"] = time.monotonic() - embed_started
         for item in pending:
             stored_chunks, failed = [], []
             for chunk in item.chunks:
@@ -422,7 +428,10 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
         config_backend=backend, config_model=model, last_run="force" if force else "incremental")
     if changes.new_chunks or force:
         changes.meta["build_seconds"] = f"{report.seconds:.3f}"
+    write_started = time.monotonic()
     idx.write(changes)
+    report.timings["write"] = time.monotonic() - write_started
+    report.seconds = time.monotonic() - started
     report.wrote = True
 
 

@@ -1,0 +1,96 @@
+"""Benchmark: a full ``--force`` rebuild of harborlab against the raw embedder time (on demand).
+
+Raw: the offline embedder (already loaded) embeds exactly the chunk texts the rebuild embeds, in
+one ``embed`` call. Rebuild: ``indexer.refresh(force=True)`` with that same loaded embedder
+(listing, reading, chunking, embedding, one-transaction write). Embedding should dominate:
+target raw / rebuild ≥ 0.90. Runs alternate (raw, rebuild, raw, rebuild...) and the best of
+each is compared, so the shared machine's load hits both alike. Also prints the rebuild's
+phases and the wall time of the ``ai-index --force`` subprocess (adds Python start-up and the
+model load).
+
+    /work/venv/bin/python tests/benchmarks/bench_rebuild.py [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
+
+from tests.support.repos import make_harborlab  # noqa: E402
+from varaverk import indexer, sources  # noqa: E402
+from varaverk.chunking import chunk_document  # noqa: E402
+from varaverk.config import Settings  # noqa: E402
+from varaverk.embedding import make_embedder  # noqa: E402
+
+
+def chunk_texts(settings, emb) -> list[str]:
+    """The embed texts of every chunk a rebuild of ``settings.ai_repo_root`` stores."""
+    listing = sources.list_tracked(settings.ai_repo_root)
+    matcher = sources.KindMatcher.from_settings(settings)
+    texts = []
+    for entry in listing.entries:
+        kind = matcher.kind_of(entry.path)
+        if not kind:
+            continue
+        decoded = sources.decode((listing.root / entry.path).read_bytes())
+        if decoded.text is None:
+            continue
+        texts += [c.embed_text for c in chunk_document(entry.path, kind, decoded.text,
+                                                       max_tokens=emb.max_tokens,
+                                                       count_tokens=emb.count_tokens)]
+    return texts
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        repo = make_harborlab(tmp / "harborlab")
+        settings = Settings(ai_enabled=True, ai_repo_root=repo, ai_data_dir=tmp / "data",
+                            ai_log_dir=tmp / "log", ai_embed_backend="local")
+        emb = make_embedder(settings)
+        texts = chunk_texts(settings, emb)
+        emb.embed(texts[:8])  # load the model outside both timings
+        raw_times, rebuild_times, reports = [], [], []
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            result = emb.embed(texts)
+            raw_times.append(time.perf_counter() - t0)
+            assert not result.errors
+            t0 = time.perf_counter()
+            report = indexer.refresh(settings, emb, force=True, progress=False,
+                                     lock=None)
+            rebuild_times.append(time.perf_counter() - t0)
+            reports.append(report)
+            assert report.chunks_embedded == len(texts), (report.chunks_embedded, len(texts))
+        raw, rebuild = min(raw_times), min(rebuild_times)
+        best = reports[rebuild_times.index(rebuild)]
+        print(f"harborlab: {best.indexed} files, {len(texts)} chunks, offline embedder "
+              f"({emb.model}, batch {emb.batch_size})")
+        print(f"raw embed     {raw:8.2f} s   (runs: {', '.join(f'{t:.2f}' for t in raw_times)})")
+        print(f"rebuild       {rebuild:8.2f} s   (runs: "
+              f"{', '.join(f'{t:.2f}' for t in rebuild_times)})")
+        print("rebuild phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in best.timings.items()))
+        print(f"raw / rebuild = {raw / rebuild:.3f}  (target >= 0.90)")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AI_")}
+        env.update(AI_ENABLED="true", AI_REPO_ROOT=str(repo), AI_DATA_DIR=str(tmp / "data"),
+                   AI_LOG_DIR=str(tmp / "log"), AI_EMBED_BACKEND="local")
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, str(ROOT / "AI" / "ai_index.py"), "--force", "-q"],
+                       env=env, check=True)
+        print(f"ai-index --force subprocess: {time.perf_counter() - t0:.2f} s wall")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

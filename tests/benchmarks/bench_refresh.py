@@ -1,0 +1,122 @@
+"""Benchmark: a no-op ``ai-index`` refresh of harborlab against the floor (run on demand).
+
+The floor is what any refresh must do at least: start Python (``python -c``), run
+``git ls-files -z`` and ``lstat`` every tracked path. The no-op refresh adds loading the
+settings, opening the index and comparing stored sizes and mtimes. Target: ≤ 1.25× the floor.
+
+The index is built first with the fake model server (the backend never matters to a no-op run,
+which never builds an embedder; the server is stopped before timing to prove it). Use
+``--local`` to build it with the offline embedder instead (slower).
+
+    /work/venv/bin/python tests/benchmarks/bench_refresh.py [--runs 30] [--local]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
+
+from tests.support.repos import make_harborlab  # noqa: E402
+
+FLOOR = """
+import os, subprocess
+out = subprocess.run(["git", "ls-files", "-z"], capture_output=True, check=True).stdout
+for p in out.split(b"\\0"):
+    if p:
+        try:
+            os.lstat(p)
+        except OSError:
+            pass
+"""
+HEAVY = ("numpy", "onnxruntime", "httpx", "tokenizers", "markdown_it", "tqdm", "filelock",
+         "varaverk.embedding", "varaverk.chunking")
+
+
+def _time(cmd: list[str], env: dict, cwd: Path, runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--local", action="store_true", help="build with the offline embedder")
+    args = parser.parse_args()
+    py = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        repo = make_harborlab(tmp / "harborlab")
+        # Measure as deployed: with bytecode caches (this sandbox sets PYTHONDONTWRITEBYTECODE).
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("AI_") and k != "PYTHONDONTWRITEBYTECODE"}
+        subprocess.run([py, "-m", "compileall", "-q", str(ROOT / "AI")], check=True)
+        env.update(AI_ENABLED="true", AI_REPO_ROOT=str(repo), AI_DATA_DIR=str(tmp / "data"),
+                   AI_LOG_DIR=str(tmp / "log"))
+        server = None
+        if not args.local:
+            from tests.support.model_server import ModelServer
+            server = ModelServer().start()
+            env.update(AI_EMBED_BACKEND="ollama", AI_EMBED_MODEL="all-minilm",
+                       AI_OLLAMA_HOSTS=server.base_url)
+        t0 = time.perf_counter()
+        subprocess.run([py, str(ROOT / "AI" / "ai_index.py"), "-q"], env=env, cwd=repo, check=True)
+        print(f"built the index in {time.perf_counter() - t0:.1f} s "
+              f"({'offline embedder' if args.local else 'fake Ollama server'})")
+        if server is not None:
+            server.stop()  # a no-op run must not need it
+
+        probe = ("import sys\nfrom varaverk.ai_index import main\nrc = main(['-q'])\n"
+                 f"print(sorted(m for m in sys.modules if m in {HEAVY!r} or "
+                 "m.split('.')[0] in {'numpy', 'onnxruntime', 'httpx', 'tokenizers'}))")
+        heavy = subprocess.run([py, "-c", probe], env=env, cwd=repo, capture_output=True,
+                               text=True, check=True).stdout.strip()
+        print(f"heavy modules imported by a no-op run: {heavy}")
+
+        cmds = {
+            "floor (python -c + git ls-files -z + lstat)": [py, "-c", FLOOR],
+            "python AI/ai_index.py (no-op)": [py, str(ROOT / "AI" / "ai_index.py"), "-q"],
+            "ai-index console script (no-op)": [str(Path(py).parent / "ai-index"), "-q"],
+        }
+        for cmd in cmds.values():  # warm the page cache and .pyc files
+            _time(cmd, env, repo, 2)
+        samples: dict[str, list[float]] = {name: [] for name in cmds}
+        for _ in range(args.runs):  # interleaved, so load changes hit every command alike
+            for name, cmd in cmds.items():
+                samples[name] += _time(cmd, env, repo, 1)
+        floor = statistics.median(samples[next(iter(cmds))])
+        print(f"{'command':<46} {'median ms':>10} {'min ms':>8} {'ratio':>6}")
+        for name, times in samples.items():
+            med = statistics.median(times)
+            print(f"{name:<46} {med * 1000:>10.1f} {min(times) * 1000:>8.1f} {med / floor:>6.2f}")
+        imports = subprocess.run([py, "-X", "importtime", str(ROOT / "AI" / "ai_index.py"), "-q"],
+                                 env=env, cwd=repo, capture_output=True, text=True).stderr
+        rows = []
+        for line in imports.splitlines():
+            parts = line.split("|")
+            if not line.startswith("import time:") or len(parts) != 3:
+                continue
+            name = parts[2]
+            if name.strip() and not name[1:].startswith(" ") and parts[1].strip().isdigit():
+                rows.append((int(parts[1]), name.strip()))  # top-level imports only
+        print("largest imports on the no-op path (cumulative µs, top-level):")
+        for cum, name in sorted(rows)[-8:][::-1]:
+            print(f"  {cum:>7}  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
