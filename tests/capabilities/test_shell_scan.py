@@ -163,6 +163,10 @@ DESTRUCTIVE: list[tuple[str, str]] = [
     ("rm -rf /tank", "rm-root"),
     ("rm -rf /volume1/*", "rm-root"),
     ("rm -rf /usr/local/bin", "rm-root"),
+    ("find . -name x -exec sh -c 'rm -rf /etc' \\;", "rm-root"),
+    ("git -c core.x=y clean -xfd", "git-clean"),
+    ("docker compose -f a.yml down --volumes", "docker-volume-rm"),
+    ('printf "%s" "$(rm -rf /etc)"', "rm-root"),
 ]
 
 BENIGN: list[str] = [
@@ -247,6 +251,8 @@ BENIGN: list[str] = [
     "chown -R nobody:users /mnt/user/appdata",
     "chown -R www-data:www-data /var/lib/nextcloud",
     "chmod -R go-w ~/",
+    "echo rm -rf / > notes.txt",
+    "git -C /srv/repo log --oneline",
 ]
 
 
