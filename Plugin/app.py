@@ -198,8 +198,7 @@ def index():
         return render_template("disabled.html", host=settings.ai_host_name)
     profiles = [{"name": p.name, "label": p.label} for p in PROFILES.values()]
     return render_template("index.html", profiles=profiles, default_profile=DEFAULT_PROFILE,
-                           host=settings.ai_host_name,
-                           token_protected=bool(settings.ai_dock_token))
+                           host=settings.ai_host_name)
 
 
 @bp.get("/login")

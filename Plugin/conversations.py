@@ -24,6 +24,7 @@ import os
 import re
 import secrets as _random
 import tempfile
+import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,6 +40,7 @@ MAX_CONTENT_CHARS = 32_000   # one message; a longer question or answer is refus
 MAX_MESSAGES = 200           # per chat; older turns beyond this are dropped on save
 TITLE_CHARS = 80
 FORMAT_VERSION = 1
+STALE_TMP_SECONDS = 3600     # a save takes milliseconds: an older temporary file is debris
 _TS_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -364,7 +366,15 @@ class ChatStore:
                 raise ChatNotFound(chat_id) from None
 
     def _prune(self, keep: str) -> None:
-        """Delete the oldest chats (by creation) beyond ``max_chats``; never ``keep``."""
+        """Delete the oldest chats (by creation) beyond ``max_chats``, never ``keep``; and
+        temporary files that a killed save left behind (older than STALE_TMP_SECONDS)."""
+        now = time.time()
+        for tmp in self.directory.glob(".*.tmp"):
+            try:
+                if now - tmp.stat().st_mtime > STALE_TMP_SECONDS:
+                    tmp.unlink()
+            except FileNotFoundError:
+                pass
         # Corrupt files are left for the next listing to set aside and report to the user.
         chats, _ = self._scan(set_aside=False)
         excess = len(chats) - self.max_chats

@@ -90,6 +90,20 @@ def test_save_leaves_no_temporary_files(store):
     assert sorted(p.name for p in store.directory.iterdir()) == [".lock", f"{chat.id}.json"]
 
 
+def test_debris_of_a_killed_save_is_ignored_then_cleaned(store):
+    chat = store.append_turn(None, "q", "a", "varaverk")
+    fresh = store.directory / f".{chat.id}.abc123.tmp"
+    stale = store.directory / f".{chat.id}.def456.tmp"
+    for p in (fresh, stale):
+        p.write_bytes(b'{"messages": [')
+    old = time.time() - 7200
+    os.utime(stale, (old, old))
+    chats, problems = store.list_chats()
+    assert [c["id"] for c in chats] == [chat.id] and problems == []
+    store.append_turn(chat.id, "q2", "a2", "varaverk")
+    assert fresh.exists() and not stale.exists()  # a concurrent save's file is left alone
+
+
 @pytest.mark.parametrize("content, reason", [
     (B29_TRUNCATED, "not valid JSON"),
     (b"", "empty file"),
