@@ -92,6 +92,10 @@ class Draft:
         start_line: first line of the chunk's range when it begins before its first text line
             (a Markdown heading whose body is the text); None means the first text line.
         meta: metadata copied to every part (front matter).
+        part_labels: for a part of a split draft that starts at line N, ``part_labels[N]``
+            is appended to that part's context: where inside a long block the part begins
+            (the YAML key path ``birdseye > layout`` inside a reference config), which the
+            part's own text no longer shows.
     """
 
     section: str
@@ -100,6 +104,7 @@ class Draft:
     lines: list[tuple[int, str]]
     start_line: int | None = None
     meta: dict = field(default_factory=dict)
+    part_labels: dict[int, str] = field(default_factory=dict)
 
 
 def normalise_text(text: str) -> str:
@@ -257,7 +262,8 @@ def _budget(path: str, kind: str, draft: Draft, count: TokenCounter,
     if not lines:
         return []
     context = SEP.join([path, *[t for t in draft.trail if t]])
-    draft = Draft(draft.section, draft.title, draft.trail, lines, draft.start_line, draft.meta)
+    draft = Draft(draft.section, draft.title, draft.trail, lines, draft.start_line, draft.meta,
+                  draft.part_labels)
     pieces = _budget_lines(draft, context, count, max_tokens)
     start = draft.start_line if draft.start_line is not None else lines[0][0]
     start = min(start, lines[0][0])
@@ -266,12 +272,18 @@ def _budget(path: str, kind: str, draft: Draft, count: TokenCounter,
         return [Chunk(path=path, kind=kind, section=draft.section, title=draft.title,
                       start_line=start, end_line=part_lines[-1][0], text=_join(part_lines),
                       context=ctx, part=0, meta=dict(draft.meta))]
-    return [
-        Chunk(path=path, kind=kind, section=draft.section, title=draft.title,
-              start_line=start if i == 0 else part_lines[0][0], end_line=part_lines[-1][0],
-              text=_join(part_lines), context=ctx, part=i + 1, meta=dict(draft.meta))
-        for i, (ctx, part_lines) in enumerate(pieces)
-    ]
+    out = []
+    for i, (ctx, part_lines) in enumerate(pieces):
+        label = draft.part_labels.get(part_lines[0][0]) if i else None
+        if label:
+            labelled = f"{ctx}{SEP}{label}"
+            if count(f"{labelled}\n{_join(part_lines)}") <= max_tokens:
+                ctx = labelled
+        out.append(Chunk(path=path, kind=kind, section=draft.section, title=draft.title,
+                         start_line=start if i == 0 else part_lines[0][0],
+                         end_line=part_lines[-1][0], text=_join(part_lines), context=ctx,
+                         part=i + 1, meta=dict(draft.meta)))
+    return out
 
 
 def _budget_lines(draft: Draft, context: str, count: TokenCounter,
@@ -288,8 +300,13 @@ def _budget_lines(draft: Draft, context: str, count: TokenCounter,
         return [(context, lines)]
     context = _fit_context(context, count, int(max_tokens * _MAX_CONTEXT_SHARE))
     overhead = count("")  # special tokens a counter adds to every call ([CLS], [SEP])
-    budget = max_tokens - count(context + "\n")  # what is left for the text's own tokens
-    return [(context, piece) for piece in _fit(lines, context, count, max_tokens, budget,
+    # Room for the longest part label any part could get, so labels are never crowded out.
+    labels = {draft.part_labels[n] for n, _ in lines if n in draft.part_labels}
+    widest = max((f"{context}{SEP}{label}" for label in labels), key=count, default=context)
+    if count(widest) > max_tokens * _MAX_CONTEXT_SHARE:
+        widest = context
+    budget = max_tokens - count(widest + "\n")  # what is left for the text's own tokens
+    return [(context, piece) for piece in _fit(lines, widest, count, max_tokens, budget,
                                                overhead)]
 
 

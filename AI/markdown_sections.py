@@ -3,7 +3,8 @@
 Headings are whatever the CommonMark parser says they are: ATX (``## X``) and setext
 (``X`` over ``===``/``---``) at the top level of the document, never a ``#`` line inside a
 fenced (```` ``` ````, ``~~~``) or indented code block (B13), nor a heading quoted inside a
-block quote or list. YAML front matter is parsed (mdit-py-plugins' front_matter plugin, then
+block quote or list. A paragraph made only of MDX ``import X from "..."`` lines (Docusaurus
+pages) is site-generator code and is left out. YAML front matter is parsed (mdit-py-plugins' front_matter plugin, then
 PyYAML) into ``meta``; it is never chunk text and never a setext underline (B10).
 
 One chunk per heading: its body is the text from the line after the heading to the next
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import re
 from typing import Any
 
 import yaml
@@ -38,6 +40,10 @@ from mdit_py_plugins.front_matter import front_matter_plugin
 from varaverk.chunking import Draft
 
 HEADING_JOIN = " > "
+_YAML_INFOS = {"yaml", "yml"}
+# MDX module imports (Docusaurus pages): code for the site generator, not documentation.
+_MDX_IMPORT = re.compile(r"""^import\s+[\w{}\s,*]+\s+from\s+["'][^"']+["'];?\s*$""")
+_YAML_KEY = re.compile(r"^(?P<indent>\s*)(?:-\s+)?(?P<key>[A-Za-z_][\w.\-]*|\"[^\"]+\"|'[^']+')\s*:(\s|$)")
 
 
 @functools.lru_cache(maxsize=1)
@@ -74,6 +80,29 @@ def _json_safe(value: Any) -> Any:
     return str(value)
 
 
+def _yaml_key_paths(lines: list[str], first: int, end: int) -> dict[int, str]:
+    """For each line (1-based) of a YAML block, the keys it is nested under (``a > b``).
+
+    Lines ``first..end-1`` (0-based) are the block's content. Used to label the parts of a
+    long YAML block split by the budget, so a part starting deep inside ``birdseye:`` says so.
+    """
+    out: dict[int, str] = {}
+    stack: list[tuple[int, str]] = []  # (indent, key) of the open mappings
+    for n in range(first, min(end, len(lines))):
+        line = lines[n]
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if stack:
+            out[n + 1] = HEADING_JOIN.join(key for _, key in stack)
+        match = _YAML_KEY.match(line)
+        if match and not line.lstrip().startswith("#"):
+            stack.append((indent, match.group("key").strip("\"'")))
+    return out
+
+
 def markdown_drafts(path: str, text: str) -> list[Draft]:
     """Chunk drafts for a Markdown document, one per heading plus the text before the first.
 
@@ -86,7 +115,14 @@ def markdown_drafts(path: str, text: str) -> list[Draft]:
     meta: dict[str, Any] = {}
     body_start = 0  # first line (0-based) that may hold text: after the front matter
     headings: list[tuple[int, int, int, str]] = []  # (level, first line, end line, text)
+    labels: dict[int, str] = {}
+    skipped: set[int] = set()  # 0-based lines of MDX import paragraphs
     for i, tok in enumerate(tokens):
+        if tok.type == "fence" and tok.map and tok.info.strip().lower() in _YAML_INFOS:
+            labels.update(_yaml_key_paths(lines, tok.map[0] + 1, tok.map[1] - 1))
+        if (tok.type == "paragraph_open" and tok.level == 0 and tok.map
+                and all(_MDX_IMPORT.match(lines[n]) for n in range(*tok.map))):
+            skipped.update(range(tok.map[0], tok.map[1]))
         if tok.type == "front_matter" and tok.map:
             meta = parse_front_matter(tok.content)
             body_start = tok.map[1]
@@ -99,7 +135,8 @@ def markdown_drafts(path: str, text: str) -> list[Draft]:
     lead_trail = [page_title] if page_title and not any(h[0] == 1 for h in headings) else []
 
     def numbered(first: int, end: int) -> list[tuple[int, str]]:
-        return [(n + 1, lines[n]) for n in range(first, min(end, len(lines)))]
+        return [(n + 1, lines[n]) for n in range(first, min(end, len(lines)))
+                if n not in skipped]
 
     drafts: list[Draft] = []
     first_heading = headings[0][1] if headings else len(lines)
@@ -122,5 +159,5 @@ def markdown_drafts(path: str, text: str) -> list[Draft]:
                 continue
             body = [(first + 1, title)]
         drafts.append(Draft(HEADING_JOIN.join(parents), title, lead_trail + parents + [title],
-                            body, start_line=first + 1, meta=meta))
+                            body, start_line=first + 1, meta=meta, part_labels=labels))
     return drafts

@@ -110,3 +110,24 @@ def test_harborlab_network_readme_setext_title():
     chunks = md(read_fixture("Network/README-Network.md"), "Network/README-Network.md")
     assert chunks[0].title == "harborlab Network" and chunks[0].start_line == 1
     assert chunks[1].section == "harborlab Network"
+
+
+def test_parts_of_a_long_yaml_block_name_their_key_path():
+    yaml_lines = ["mqtt:", "  host: mqtt"] + ["birdseye:", "  layout:"] + [
+        f"    # Optional: option {i} explained at some length" for i in range(30)] + [
+        f"    option_{i}: {i}" for i in range(30)]
+    text = "## Full configuration reference:\n\n```yaml\n" + "\n".join(yaml_lines) + "\n```\n"
+    chunks = md(text, "reference.md", "doc", max_tokens=400)
+    assert len(chunks) > 3
+    base = f"reference.md{SEP}Full configuration reference:"
+    assert chunks[0].context == base
+    assert all(c.context == f"{base}{SEP}birdseye > layout" for c in chunks[1:])
+    assert all(len(c.embed_text) <= 400 for c in chunks)
+
+
+def test_mdx_import_lines_are_not_text():
+    text = ('---\ntitle: Zones\n---\n\nimport TabItem from "@theme/TabItem";\n'
+            "import X from '@site/x';\n\nZones are areas.\n\n```js\nimport a from 'b';\n```\n")
+    (chunk,) = md(text, "docs/zones.md", "doc")
+    assert chunk.text == "Zones are areas.\n\n```js\nimport a from 'b';\n```"
+    assert chunk.start_line == 8
