@@ -31,11 +31,10 @@ EXPECTED_ANSWER = ("According to [Backup/rsync_mirror.sh › CONFIGURATION › "
 
 @dataclass
 class DockIndex:
-    """One harborlab repository, its index file and the model server both were made with."""
+    """One harborlab repository and its index file (embedded by a fake model server)."""
 
     repo: Path
     index_file: Path
-    server: ModelServer
 
 
 @pytest.fixture(scope="session")
@@ -44,13 +43,12 @@ def dock_index(harborlab_pristine, tmp_path_factory) -> DockIndex:
     minutes the real offline embedder would take on two shared cores)."""
     from varaverk.indexer import refresh
 
-    server = ModelServer().start()
     data = tmp_path_factory.mktemp("dock-index")
-    settings = base_settings(harborlab_pristine, data, server)
-    report = refresh(settings, progress=False)
+    with ModelServer() as server:
+        settings = base_settings(harborlab_pristine, data, server)
+        report = refresh(settings, progress=False)
     assert report.chunks_embedded > 100, report
-    yield DockIndex(repo=harborlab_pristine, index_file=settings.index_path, server=server)
-    server.stop()
+    return DockIndex(repo=harborlab_pristine, index_file=settings.index_path)
 
 
 def base_settings(repo: Path, data: Path, server: ModelServer, **changes) -> Settings:
@@ -66,11 +64,11 @@ def base_settings(repo: Path, data: Path, server: ModelServer, **changes) -> Set
 
 
 @pytest.fixture
-def model(dock_index) -> ModelServer:
-    """The session's model server with every knob at its default for this test."""
-    dock_index.server.reset()
-    yield dock_index.server
-    dock_index.server.reset()
+def model(model_server) -> ModelServer:
+    """This test's fake model server (the shared ``model_server`` fixture). Its embeddings are
+    a deterministic function of the text, so queries match the session index built by another
+    instance of the same server."""
+    return model_server
 
 
 @pytest.fixture
