@@ -107,6 +107,29 @@ class Draft:
     part_labels: dict[int, str] = field(default_factory=dict)
 
 
+HEADING_JOIN = " > "  # joins a Markdown heading trail inside ``section``
+MARKDOWN_KINDS = ("readme", "manual", "doc")
+
+
+def heading_path(chunk) -> str:
+    """The full heading path of a chunk: ``section > title`` (``Deploy Guide > Steps``)."""
+    return HEADING_JOIN.join(p for p in (chunk.section, chunk.title) if p)
+
+
+def is_parent(candidate, chunk) -> bool:
+    """Whether ``candidate`` is the parent of ``chunk`` in the same file (small-to-big).
+
+    Markdown: the chunk of the heading right above (its heading path equals the chunk's
+    ``section``). Headers and templates: the lead prose of the same section or group (title
+    ``""``) for a named paragraph or key. Works on ``Chunk`` and stored chunks alike.
+    """
+    if candidate.path != chunk.path or candidate is chunk:
+        return False
+    if chunk.kind in MARKDOWN_KINDS:
+        return bool(chunk.section) and heading_path(candidate) == chunk.section
+    return bool(chunk.title) and candidate.title == "" and candidate.section == chunk.section
+
+
 def normalise_text(text: str) -> str:
     """Strip one leading U+FEFF (B10) and turn CRLF and lone CR into LF (B11).
 

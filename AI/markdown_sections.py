@@ -37,9 +37,8 @@ import yaml
 from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from varaverk.chunking import Draft
+from varaverk.chunking import HEADING_JOIN, Draft
 
-HEADING_JOIN = " > "
 _YAML_INFOS = {"yaml", "yml"}
 # MDX module imports (Docusaurus pages): code for the site generator, not documentation.
 _MDX_IMPORT = re.compile(r"""^import\s+[\w{}\s,*]+\s+from\s+["'][^"']+["'];?\s*$""")

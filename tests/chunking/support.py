@@ -40,11 +40,6 @@ def by_title(chunks: list[Chunk], section: str, title: str) -> list[Chunk]:
     return [c for c in chunks if c.section == section and c.title == title]
 
 
-def heading_path(chunk: Chunk) -> str:
-    """A Markdown chunk's heading path, ``Deploy Guide > Steps``."""
-    return " > ".join(p for p in (chunk.section, chunk.title) if p)
-
-
 def squeeze(text: str) -> str:
     """Text without white space, to compare what parts hold with what the whole held."""
     return "".join(text.split())

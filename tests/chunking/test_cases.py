@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from varaverk.chunking import chunk_document
-from tests.chunking.support import heading_path, squeeze
+from varaverk.chunking import chunk_document, heading_path
+from tests.chunking.support import squeeze
 
 
 # B10: a UTF-8 BOM must not hide the front matter and the first heading.
