@@ -26,12 +26,10 @@ is work to do, so the no-op refresh costs little more than ``git ls-files`` and 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import sys
 import time
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager
@@ -335,7 +333,7 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
             changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped", reason))
             continue
         report.files_read += 1
-        sha = hashlib.sha256(data).hexdigest()
+        sha = _sha256(data)
         if stored is not None and stored.sha256 == sha and stored.status != "partial" \
                 and stored.kind == entry.kind:
             # Same content under a new mtime: record the new stat, keep chunks and vectors.
@@ -521,6 +519,11 @@ def _tick(bar, progress, done: int, total: int) -> None:
         bar.refresh()
     elif callable(progress):
         progress(done, total)
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib  # only runs that read a file need it
+    return hashlib.sha256(data).hexdigest()
 
 
 def _utc_now() -> str:

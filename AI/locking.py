@@ -11,10 +11,8 @@ filelock is imported when a lock is taken, not at import time: a no-op refresh n
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
-import socket
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -79,6 +77,9 @@ def index_lock(index_path: str | os.PathLike, timeout: float,
     Raises:
         LockBusy: still held by another run after ``timeout`` (message names the holder).
     """
+    import datetime as _dt
+    import socket
+
     from filelock import FileLock, Timeout
 
     lock_file, sidecar = lock_paths(index_path)

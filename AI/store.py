@@ -29,8 +29,6 @@ index too and must stay cheap.
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import os
 import re
 import sqlite3
@@ -163,6 +161,7 @@ assert MIGRATIONS[-1][0] == SCHEMA_VERSION
 
 
 def _now() -> str:
+    import datetime as _dt  # lazily, like json below: the no-op refresh opens the index too
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
@@ -520,6 +519,8 @@ class Index:
             conn.execute("DELETE FROM files WHERE path = ?", (path,))
         for path in ch.replace_chunks_of:
             conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+        import json
+
         rows = []
         for chunk, vec in ch.new_chunks:
             blob = vec.astype("<f4", copy=False).tobytes()
@@ -610,6 +611,7 @@ class IndexChanges:
 
 
 def _stored(row: Iterable[Any]) -> StoredChunk:
+    import json
     (cid, path, kind, section, title, start, end, part, text, context, meta) = row
     try:
         meta_dict = json.loads(meta) if meta else {}
