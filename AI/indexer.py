@@ -309,9 +309,11 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
         stored = states.get(entry.path)
         if entry.reason:
             report.skipped.append((entry.path, entry.reason))
-            if entry.reason == sources.REASON_MISSING:
-                log.info("%s: %s; its chunks are removed", entry.path, entry.reason)
             if not _skip_unchanged(entry, stored):
+                # Logged when a path's state changes (so the first run logs every skip);
+                # --status lists them all, every time.
+                suffix = "; its chunks are removed" if stored and stored.chunk_count else ""
+                log.info("%s: skipped: %s%s", entry.path, entry.reason, suffix)
                 changes.replace_chunks_of.append(entry.path)
                 changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped",
                                                  entry.reason))

@@ -373,3 +373,41 @@ def test_status_reports_behind_by_stat_and_head(lab):
     behind = indexer.status(settings)["behind"]
     assert behind["head_moved"] and behind["changed"] == ["README.md"]
     assert behind["added"] == ["Docs/README-New.md"] and behind["behind"]
+
+
+def test_b10_b11_bom_and_crlf_never_reach_the_index(tmp_path, model_server):
+    repo = make_repo(tmp_path / "r", {
+        "README.md": b"\xef\xbb\xbf---\ntitle: Tool\n---\n# Install\nRun make.\n",
+        "Manual.md": b"# Manual\r\n\r\nIntro text.\r\n\r\n## Backup\r\nRun backup.sh nightly.\r\n",
+        "tools/backup.sh": b"#!/bin/sh\r\n# PURPOSE:\r\n#   Nightly backup.\r\n# CONFIGURATION:\r\n"
+                           b"#   BACKUP_DIR=/srv/bak\r\n",
+    })
+    settings = make_settings(repo, tmp_path, model_server)
+    indexer.refresh(settings, progress=False)
+    rows = _rows(settings, "SELECT path, section, title, text, context FROM chunks ORDER BY id")
+    assert rows, "nothing indexed"
+    for row in rows:
+        assert not any("\ufeff" in field or "\r" in field for field in row[1:]), row
+    assert not any("title: Tool" in f for r in rows for f in r[1:3])
+    titles = {r[0]: [] for r in rows}
+    for r in rows:
+        titles[r[0]].append(r[2] or r[1])
+    assert titles["README.md"] == ["Install"]
+    assert set(titles["Manual.md"]) == {"Manual", "Backup"}
+    encodings = dict(_rows(settings, "SELECT path, encoding FROM files"))
+    assert encodings == {"README.md": "utf-8-sig", "Manual.md": "utf-8", "tools/backup.sh": "utf-8"}
+
+
+def test_every_skip_is_logged_once_with_its_reason(lab, caplog):
+    repo, settings, server = lab
+    with caplog.at_level("INFO", logger="varaverk"):
+        indexer.refresh(settings, progress=False)
+    assert "Media/logo.png: skipped: not a documentation kind" in caplog.messages
+    caplog.clear()
+    (repo / "README.md").unlink()
+    with caplog.at_level("INFO", logger="varaverk"):
+        indexer.refresh(settings, progress=False)
+    assert caplog.messages.count("README.md: skipped: deleted from the work tree "
+                                 "(not yet committed); its chunks are removed") == 1
+    assert not any("logo.png" in m for m in caplog.messages)  # unchanged: not repeated
+    assert ("README.md",) not in _rows(settings, "SELECT DISTINCT path FROM chunks")

@@ -1,0 +1,34 @@
+"""Logging: file under AI_LOG_DIR plus stderr; secrets never written."""
+
+from __future__ import annotations
+
+import logging
+
+from varaverk.config import Settings
+from varaverk.logs import setup_logging
+
+
+def test_log_file_and_stderr_and_secrets_masked(tmp_path, capsys):
+    settings = Settings(ai_repo_root=tmp_path, ai_log_dir=tmp_path / "log",
+                        ai_openai_api_key="sk-very-secret-123", ai_dock_token="dock-token-456")
+    log = setup_logging(settings, "ai-index")
+    log.info("connecting with key %s", "sk-very-secret-123")
+    log.warning("token dock-token-456 refused")
+    for handler in logging.getLogger("varaverk").handlers:
+        handler.flush()
+    text = (tmp_path / "log" / "ai-index.log").read_text()
+    err = capsys.readouterr().err
+    for out in (text, err):
+        assert "sk-very-secret-123" not in out and "dock-token-456" not in out
+        assert "connecting with key <redacted>" in out
+    assert "ai-index: warning: token <redacted> refused" in err
+    assert " ai-index[" in text and " INFO " in text
+
+
+def test_quiet_and_no_file(tmp_path, capsys):
+    settings = Settings(ai_repo_root=tmp_path, ai_log_dir=tmp_path / "log")
+    log = setup_logging(settings, "ai-index", quiet=True, to_file=False)
+    log.info("hidden")
+    log.error("shown")
+    assert capsys.readouterr().err == "ai-index: error: shown\n"
+    assert not (tmp_path / "log").exists()
