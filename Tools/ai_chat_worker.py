@@ -133,7 +133,8 @@ class TurnRequest:
         question = data.get("question")
         if not isinstance(question, str) or not question.strip():
             raise ValueError("question: a non-empty string is required")
-        history = data.get("history") or []
+        history = data.get("history")
+        history = [] if history is None else history
         if not isinstance(history, list):
             raise ValueError("history: a list of {role, content} objects is required")
         k = data.get("k")

@@ -1,0 +1,159 @@
+"""The chat worker: events, not covered without a model call, escalation, errors, ledger."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.query.conftest import query_settings
+from varaverk_tools.ai_chat_worker import TurnEvent, TurnRequest, run_turn
+
+MOVER = "what stops rsync and the mover running at once"
+
+
+@pytest.fixture
+def settings(harborlab_pristine, harborlab_index, model_server):
+    return query_settings(harborlab_pristine, harborlab_index, model_server)
+
+
+def events(request, settings, retriever, **kw):
+    return list(run_turn(request, settings, retriever=retriever, **kw))
+
+
+def types(evs):
+    return [e.type for e in evs]
+
+
+def test_answer_flow(settings, retriever, model_server, tmp_path):
+    model_server.script(content=["The mover is held ", "[Backup/rsync_mirror.sh › "
+                                 "OPERATIONAL SAFEGUARDS › Mover Coordination]."],
+                        thinking=["Look at", " safeguards."])
+    ledger = tmp_path / "tokens.db"
+    evs = events(TurnRequest("varaverk", MOVER), settings, retriever, ledger_path=ledger,
+                 host="hostA")
+    t = types(evs)
+    assert t[0] == "sources" and t[-1] == "done"
+    assert t.count("done") == 1 and "error" not in t
+    assert "thinking" in t and "content" in t
+    sources = evs[0].data["sources"]
+    assert any(s["citation"] == "Backup/rsync_mirror.sh › OPERATIONAL SAFEGUARDS › Mover Coordination"
+               for s in sources)
+    assert evs[0].data["confident"] is True
+    assert {"path", "kind", "section", "title", "start_line", "end_line", "score", "text"} \
+        <= set(evs[0].data["results"][0])
+    done = evs[-1].data
+    assert done["answer"].startswith("The mover is held")
+    assert done["reasoning"] == "Look at safeguards."
+    assert done["not_covered"] is False and done["profile"] == "varaverk"
+    assert done["completion_tokens"] == 4 and done["tok_s"] == 20.0
+    assert isinstance(done["prompt_tokens"], int)
+    assert set(done["timings"]) >= {"retrieval_s", "generation_s", "total_s"}
+    # The prompt: profile system prompt + rules, labelled context, the question.
+    sent = model_server.requests_to("/api/chat")[-1].json["messages"]
+    assert sent[0]["role"] == "system" and "Cite every claim" in sent[0]["content"]
+    assert "[Backup/rsync_mirror.sh › OPERATIONAL SAFEGUARDS › Mover Coordination]" in sent[-1]["content"]
+    assert sent[-1]["content"].endswith(f"Question: {MOVER}")
+    # Ledger row on done.
+    line = ledger.read_text().strip()
+    fields = line.split("|")
+    assert fields[2:5] == ["hostA", "varaverk", "cli"] and fields[6:] == ["4", "20.0"]
+
+
+def test_not_covered_calls_no_model(settings, retriever, model_server, tmp_path):
+    ledger = tmp_path / "tokens.db"
+    evs = events(TurnRequest("varaverk", "Where is the Kubernetes manifest for harborlab?"),
+                 settings, retriever, ledger_path=ledger)
+    assert types(evs) == ["sources", "done"]
+    done = evs[-1].data
+    assert done["not_covered"] is True
+    assert done["answer"] == "The documentation does not cover this."
+    assert done["sources"]  # nearest sources listed
+    assert done["prompt_tokens"] is None and done["completion_tokens"] is None
+    assert model_server.requests_to("/api/chat") == []
+    assert not ledger.exists()
+
+
+def test_error_mid_stream_gives_error_and_no_done(settings, retriever, model_server, tmp_path):
+    model_server.script(content=["The", " mover", " is"])
+    model_server.stream_error = "model crashed"
+    model_server.stream_error_after = 2
+    ledger = tmp_path / "tokens.db"
+    evs = events(TurnRequest("varaverk", MOVER), settings, retriever, ledger_path=ledger)
+    t = types(evs)
+    assert t[-1] == "error" and "done" not in t
+    assert evs[-1].data["kind"] == "generation"
+    assert "model crashed" in evs[-1].data["message"]
+    assert not ledger.exists()
+
+
+def test_unreachable_server_is_an_unavailable_error(hl_settings, retriever, tmp_path):
+    ledger = tmp_path / "tokens.db"
+    evs = events(TurnRequest("varaverk", MOVER), hl_settings, retriever, ledger_path=ledger)
+    assert types(evs) == ["sources", "error"]
+    assert evs[-1].data["kind"] == "unavailable"
+    assert not ledger.exists()
+
+
+def test_chat_escalates_when_confident_and_stays_chat_otherwise(settings, retriever,
+                                                                model_server):
+    evs = events(TurnRequest("chat", MOVER), settings, retriever)
+    assert evs[0] == TurnEvent("profile", {"profile": "varaverk", "from": "chat",
+                                           "reason": evs[0].data["reason"]})
+    assert evs[-1].data["profile"] == "varaverk"
+    sent = model_server.requests_to("/api/chat")[-1].json["messages"]
+    assert "Mover Coordination" in sent[-1]["content"]
+
+    model_server.reset()
+    evs = events(TurnRequest("chat", "Tell me a joke about penguins"), settings, retriever)
+    assert "profile" not in types(evs) and "sources" not in types(evs)
+    assert evs[-1].type == "done" and evs[-1].data["profile"] == "chat"
+    sent = model_server.requests_to("/api/chat")[-1].json["messages"]
+    assert "Documentation excerpts" not in sent[-1]["content"]
+    assert sent[-1]["content"] == "Tell me a joke about penguins"
+
+
+def test_history_is_trimmed_and_follow_up_rewritten(settings, retriever, model_server):
+    history = [{"role": "user", "content": "What does the mirror's merge interlock protect against?"},
+               {"role": "assistant", "content": "Files that exist only on harbor02."}]
+    model_server.script(content=["Can --force-delete lift the merge-run delete interlock?"])
+    gen = run_turn(TurnRequest("varaverk", "Can --force-delete get around it?", history=history),
+                   settings, retriever=retriever)
+    first = next(gen)
+    assert first.type == "sources"
+    assert first.data["query"] == "Can --force-delete lift the merge-run delete interlock?"
+    model_server.script(content=["It does not."])
+    rest = list(gen)
+    assert rest[-1].type == "done"
+    sent = model_server.requests_to("/api/chat")[-1].json["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
+    assert sent[-1]["content"].endswith("Question: Can --force-delete get around it?")
+
+
+def test_code_profile_scans_fenced_shell(settings, retriever, model_server):
+    model_server.script(content=["Try:\n```bash\nrm -rf \"$DIR\"/\n```\n"])
+    evs = events(TurnRequest("code", "delete my temp dir"), settings, retriever)
+    t = types(evs)
+    assert "sources" not in t
+    assert t[-2:] == ["findings", "done"]
+    findings = evs[-2].data["findings"]
+    assert findings and all({"line", "reason", "snippet", "block"} <= set(f) for f in findings)
+
+
+def test_unknown_profile(settings, retriever):
+    evs = events(TurnRequest("nope", "hi"), settings, retriever)
+    assert types(evs) == ["error"] and evs[0].data["kind"] == "profile"
+
+
+def test_missing_index_for_a_retrieval_profile(tmp_path, model_server, harborlab_pristine):
+    settings = query_settings(harborlab_pristine, tmp_path / "empty", model_server)
+    evs = list(run_turn(TurnRequest("varaverk", MOVER), settings))
+    assert types(evs) == ["error"] and evs[0].data["kind"] == "no_index"
+    chat = list(run_turn(TurnRequest("chat", MOVER), settings))
+    assert chat[-1].type == "done" and chat[-1].data["profile"] == "chat"
+
+
+def test_turn_request_from_dict_validates():
+    r = TurnRequest.from_dict({"question": "q", "k": 3, "history": []})
+    assert (r.profile, r.k, r.source) == ("varaverk", 3, "cli")
+    for bad in ({}, {"question": ""}, {"question": "q", "k": 0}, {"question": "q", "history": {}}):
+        with pytest.raises(ValueError):
+            TurnRequest.from_dict(bad)
