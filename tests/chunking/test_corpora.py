@@ -99,3 +99,17 @@ def test_frigate_with_the_character_counter(frigate_docs):
     # Without a tokenizer every chunk still fits a budget of one token per character.
     for path, kind, text in frigate_docs:
         _check(chunk_document(path, kind, text, max_tokens=512), text, len, 512)
+
+
+@pytest.mark.parametrize("max_tokens", [48, 200])
+def test_splitting_loses_nothing_on_real_documents(harborlab_docs, frigate_docs, max_tokens):
+    # Chunked with a tight budget, the parts of each chunk hold exactly what the unsplit
+    # chunk held (white space at part boundaries aside), in order.
+    for path, kind, text in harborlab_docs + frigate_docs[::4]:
+        whole = chunk_document(path, kind, text, max_tokens=10**9)
+        parts = chunk_document(path, kind, text, max_tokens=max_tokens)
+        assert all(len(c.embed_text) <= max_tokens for c in parts), path
+        assert "".join("".join(c.text.split()) for c in parts) == \
+            "".join("".join(c.text.split()) for c in whole), path
+        assert [(c.section, c.title) for c in whole] == [
+            (c.section, c.title) for c in parts if c.part <= 1], path
