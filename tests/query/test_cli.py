@@ -1,0 +1,172 @@
+"""ai-query as users run it: a real subprocess of AI/ai_query.py against real indexes and a
+real model server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.query.conftest import query_settings
+
+MAIN = Path(__file__).resolve().parents[2]
+ENTRY = MAIN / "AI" / "ai_query.py"
+MOVER = "what stops rsync and the mover running at once"
+RESULT_KEYS = {"path": str, "kind": str, "section": str, "title": str, "start_line": int,
+               "end_line": int, "score": float, "text": str}
+
+
+def run(settings, *args, enabled=True, timeout=300):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AI_")}
+    env.update({
+        "AI_ENABLED": "true" if enabled else "false",
+        "AI_REPO_ROOT": str(settings.ai_repo_root),
+        "AI_DATA_DIR": str(settings.ai_data_dir),
+        "AI_LOG_DIR": str(settings.ai_log_dir),
+        "AI_GEN_BACKEND": "ollama", "AI_GEN_MODEL": "m",
+        "AI_OLLAMA_HOSTS": " ".join(settings.ai_ollama_hosts),
+        "AI_HTTP_TIMEOUT": "10",
+    })
+    return subprocess.run([sys.executable, str(ENTRY), *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+@pytest.fixture
+def served(harborlab_pristine, harborlab_index, model_server):
+    return query_settings(harborlab_pristine, harborlab_index, model_server)
+
+
+def test_search_end_to_end(hl_settings):
+    out = run(hl_settings, "--search", MOVER)
+    assert out.returncode == 0, out.stderr
+    first = out.stdout.split("\n\n")[:3]
+    assert any("Backup/rsync_mirror.sh › OPERATIONAL SAFEGUARDS › Mover Coordination" in block
+               for block in first)
+    assert "The mover is held through Tools/mover_stop.sh" in out.stdout
+
+
+def test_search_works_with_ai_disabled(hl_settings):
+    out = run(hl_settings, "--search", "-k", "2", MOVER, enabled=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count(" › ") >= 2
+
+
+def test_search_json_schema(hl_settings):
+    out = run(hl_settings, "--search", "--json", "-k", "3", "--kind", "header",
+              "--section", "OPERATIONAL SAFEGUARDS", MOVER)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["query"] == MOVER and data["mode"] == "search"
+    assert data["filters"] == {"kind": "header", "section": "OPERATIONAL SAFEGUARDS", "k": 3,
+                               "profile": "varaverk"}
+    assert data["confident"] is True
+    assert len(data["results"]) == 3
+    for r in data["results"]:
+        assert set(r) == set(RESULT_KEYS)
+        for key, typ in RESULT_KEYS.items():
+            assert isinstance(r[key], typ), key
+        assert r["kind"] == "header" and r["section"] == "OPERATIONAL SAFEGUARDS"
+
+
+def test_answer_streams_and_lists_sources(served, model_server):
+    model_server.script(content=["The mover ", "is held."], thinking=["secret ", "reasoning"])
+    out = run(served, MOVER)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("The mover is held.")
+    assert "secret reasoning" not in out.stdout + out.stderr
+    assert "Sources:" in out.stdout
+    assert "[Backup/rsync_mirror.sh › OPERATIONAL SAFEGUARDS › Mover Coordination]" in out.stdout
+    shown = run(served, "--show-reasoning", MOVER)
+    assert "secret reasoning" in shown.stderr and "secret reasoning" not in shown.stdout
+
+
+def test_answer_json_schema(served, model_server):
+    model_server.script(content=["Held ", "by mover_stop."])
+    out = run(served, "--json", MOVER)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["mode"] == "answer"
+    assert data["answer"] == "Held by mover_stop."
+    assert data["not_covered"] is False and data["profile"] == "varaverk"
+    assert isinstance(data["prompt_tokens"], int) and data["completion_tokens"] == 2
+    assert data["tok_s"] == 20.0
+    assert data["reasoning"] == ""
+    assert isinstance(data["timings"], dict) and "total_s" in data["timings"]
+    assert data["sources"] and {"citation", "path", "section", "title", "start_line",
+                                "end_line", "score"} <= set(data["sources"][0])
+    assert data["results"] and set(data["results"][0]) == set(RESULT_KEYS)
+
+
+def test_not_covered_without_a_model_call(served, model_server):
+    out = run(served, "How do I set up a Minecraft server container on harbor01?")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("The documentation does not cover this.")
+    assert "Nearest sources:" in out.stdout
+    assert model_server.requests_to("/api/chat") == []
+
+
+def test_no_index_exits_66(harborlab_pristine, tmp_path):
+    settings = query_settings(harborlab_pristine, tmp_path / "none")
+    out = run(settings, "--search", MOVER)
+    assert out.returncode == 66
+    assert "ai-index" in out.stderr
+
+
+def test_unreachable_server_prints_search_results_and_exits_69(hl_settings):
+    out = run(hl_settings, MOVER)
+    assert out.returncode == 69
+    assert "no model server reachable" in out.stderr
+    assert "Backup/rsync_mirror.sh › OPERATIONAL SAFEGUARDS › Mover Coordination" in out.stdout
+    js = run(hl_settings, "--json", MOVER)
+    assert js.returncode == 69
+    data = json.loads(js.stdout)
+    assert data["error"]["kind"] == "unavailable" and data["results"]
+
+
+def test_generation_needs_ai_enabled(served, model_server):
+    out = run(served, MOVER, enabled=False)
+    assert out.returncode == 0
+    assert "AI_ENABLED" in out.stderr and out.stdout == ""
+    assert model_server.requests == []
+
+
+def test_ledger_row_b27(served, model_server, tmp_path):
+    """B27: no prompt_eval_count → empty prompt_tokens, never 0."""
+    model_server.omit_prompt_eval_count = True
+    model_server.created_at = "2025-01-02T10:15:00Z"
+    model_server.script(content=[f"w{i} " for i in range(12)])
+    ledger = tmp_path / "tokens.db"
+    out = run(served, "--token-db", str(ledger), "--token-host", "hostA", MOVER)
+    assert out.returncode == 0, out.stderr
+    assert ledger.read_text() == "2025-01-02|10:15:00|hostA|varaverk|cli||12|20.0\n"
+    run(served, "--token-db", str(ledger), "--token-host", "hostA", MOVER)
+    assert len(ledger.read_text().splitlines()) == 2
+
+
+def test_no_ledger_row_without_the_flags(served, model_server, tmp_path):
+    model_server.script(content=["ok"])
+    out = run(served, MOVER)
+    assert out.returncode == 0
+    assert not list(Path(served.ai_data_dir).glob("tokens*"))
+    half = run(served, "--token-db", str(tmp_path / "t.db"), MOVER)
+    assert half.returncode == 2 and not (tmp_path / "t.db").exists()
+
+
+def test_history_file(served, model_server, tmp_path):
+    history = tmp_path / "h.json"
+    history.write_text(json.dumps([
+        {"role": "user", "content": "What does the mirror's merge interlock protect against?"},
+        {"role": "assistant", "content": "Files only on harbor02."}]))
+    out = run(served, "--search", "--json", "--history", str(history),
+              "Can --force-delete get around it?")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["search_query"].startswith("Can --force-delete get around it? (")
+    assert data["results"][0]["title"] == "--force-delete"
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"role": "user"}')
+    assert run(served, "--search", "--history", str(bad), "q").returncode == 2
