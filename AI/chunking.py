@@ -252,8 +252,10 @@ def _halve(lines: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
         score = abs(pos - total / 2) - (total / 8 if not lines[i][1].strip() else 0)
         if best_score is None or score < best_score:
             best, best_score = i, score
-    left, right = _trim(lines[:best]), _trim(lines[best:])
-    return [part for part in (left, right) if part]
+    halves = [part for part in (_trim(lines[:best]), _trim(lines[best:])) if part]
+    if len(halves) == 1 and len(halves[0]) == 1:  # one line with blank lines around it
+        return _halve(halves[0])
+    return halves
 
 
 def _soft_cut(text: str, limit: int) -> int:

@@ -93,3 +93,10 @@ def test_split_chunk_also_meets_the_budget(real_count_tokens):
     assert len(pieces) > 2
     assert all(real_count_tokens(p.embed_text) <= 128 for p in pieces)
     assert squeeze("".join(p.text for p in pieces)) == squeeze(text)
+
+
+def test_split_chunk_of_one_line_between_blank_lines():
+    chunk = _chunk("\n" + "y" * 40 + "\n", start=3)
+    halves = split_chunk(chunk, None, 256)
+    assert [h.text for h in halves] == ["y" * 20, "y" * 20]
+    assert [(h.start_line, h.end_line) for h in halves] == [(2, 4), (4, 4)]  # heading line 2
