@@ -107,7 +107,9 @@ def _key_of(line: str) -> tuple[str, bool] | None:
     if body is None:
         match = _KEY_LINE.match(line.strip())
         return (match.group("key"), False) if match else None
-    match = _COMMENTED_KEY.match(body.strip())
+    # Only a key right after the leader ("#KEY=1", "# KEY=1"); an indented one ("#   KEY=1")
+    # is an example inside a comment paragraph.
+    match = _COMMENTED_KEY.match(body.rstrip())
     return (match.group("key"), True) if match else None
 
 

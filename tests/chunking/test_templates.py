@@ -77,6 +77,13 @@ def test_env_example_with_commented_out_keys_exports_and_continuations():
     assert [(c.start_line, c.end_line) for c in chunks][3:5] == [(7, 9), (10, 12)]
 
 
+def test_indented_example_in_a_comment_is_not_a_key():
+    text = "# Hosts file\n#\n# One line per host:\n#\n#   SLOT=\"http://address:port\"\n#\n# More.\n\nh1=x\n"
+    chunks = tpl(text)
+    assert [(c.title, c.start_line, c.end_line) for c in chunks] == [("", 1, 7), ("h1", 9, 9)]
+    assert '  SLOT="http://address:port"' in chunks[0].text
+
+
 def test_prose_with_equals_sign_is_not_a_key():
     text = "# Set ratio = 1 to disable\nRATIO=2\n"
     (chunk,) = tpl(text)
