@@ -1,0 +1,154 @@
+"""Benchmark: query scoring time at 3k and 100k chunks (384-d), without and with FTS5.
+
+Run on demand (not part of the unit suite)::
+
+    /work/venv/bin/python tests/benchmarks/bench_scoring.py [--sizes 3000,100000] [--rounds 50]
+
+Two figures per size, each the median of ``--rounds`` queries after a warm-up:
+
+1. **dense scoring**: the matrix-vector product over a contiguous float32 (n, 384) matrix,
+   the kind/section masks and ``np.argpartition`` top-k (``varaverk.search`` functions).
+   Targets: ≤ 0.5 ms at 3k, ≤ 20 ms at 100k.
+2. **hybrid search**: ``Retriever.search`` end to end on a real SQLite index of n synthetic
+   chunks (random unit vectors, 60-word texts from a 3,000-word vocabulary, FTS5 on) with
+   the embedder replaced by a precomputed query vector, so the figure is query latency
+   excluding the embedder: dense + BM25 + fusion + boosts + fetching the hits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from varaverk.chunking import Chunk
+from varaverk.config import Settings
+from varaverk.search import Retriever, dense_scores, filter_mask, top_k, valid_rows
+from varaverk.store import FileRow, Index, IndexChanges
+
+DIM = 384
+KINDS = ("header", "readme", "manual", "template", "doc")
+SECTIONS = ("PURPOSE", "OPERATIONAL MODEL", "DESIGN PRINCIPLES", "OPERATIONAL SAFEGUARDS",
+            "CONFIGURATION", "RUNTIME MODES")
+
+
+def unit_rows(n: int, rng: np.random.Generator) -> np.ndarray:
+    m = rng.standard_normal((n, DIM), dtype=np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    return np.ascontiguousarray(m)
+
+
+def median_ms(fn, rounds: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+
+
+def bench_dense(n: int, rounds: int) -> float:
+    rng = np.random.default_rng(1)
+    matrix = unit_rows(n, rng)
+    kinds = np.array([KINDS[i % len(KINDS)] for i in range(n)])
+    sections = np.array([SECTIONS[i % len(SECTIONS)] for i in range(n)])
+    valid = valid_rows(matrix)
+    q = unit_rows(1, rng)[0]
+
+    def once():
+        mask = filter_mask(kinds, sections, kind="header", base=valid)
+        return top_k(dense_scores(matrix, q), 50, mask)
+    return median_ms(once, rounds)
+
+
+class FixedEmbedder:
+    """Stands in for the embedder: the benchmark measures everything after embedding."""
+
+    backend = "bench"
+    model = "fixed"
+    dimension = DIM
+
+    def __init__(self, vec: np.ndarray) -> None:
+        self.vec = vec
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.vec
+
+
+def build_index(path: Path, n: int) -> None:
+    rng = np.random.default_rng(2)
+    pyrng = random.Random(3)
+    vocab = [f"w{i}" for i in range(3000)] + ["mover", "rsync", "snapshot", "timeout", "backup"]
+    vectors = unit_rows(n, rng)
+    changes = IndexChanges(embedder=("bench", "fixed", DIM))
+    per_file = 50
+    for i in range(n):
+        f = i // per_file
+        words = " ".join(pyrng.choice(vocab) for _ in range(60))
+        chunk = Chunk(path=f"dir{f % 100}/file{f}.sh", kind=KINDS[f % len(KINDS)],
+                      section=SECTIONS[i % len(SECTIONS)], title=f"TITLE_{i}",
+                      start_line=i % per_file * 5 + 1, end_line=i % per_file * 5 + 4,
+                      text=words, context=f"dir{f % 100}/file{f}.sh › {SECTIONS[i % 6]}")
+        changes.new_chunks.append((chunk, vectors[i]))
+    for f in range((n + per_file - 1) // per_file):
+        changes.file_rows.append(FileRow(path=f"dir{f % 100}/file{f}.sh", kind=KINDS[f % 5],
+                                         size=1, mtime_ns=1, sha256="0", status="indexed",
+                                         chunk_count=per_file))
+    with Index.open(path) as idx:
+        idx.write(changes)
+
+
+def bench_hybrid(n: int, rounds: int, tmp: Path) -> tuple[float, float]:
+    path = tmp / f"bench-{n}.sqlite"
+    t = time.perf_counter()
+    build_index(path, n)
+    build_s = time.perf_counter() - t
+    settings = Settings(ai_data_dir=tmp)
+    idx = Index.open(path, readonly=True)
+    q = unit_rows(1, np.random.default_rng(4))[0]
+    retriever = Retriever(settings, idx, FixedEmbedder(q))
+    queries = ["what stops rsync and the mover running at once",
+               "How long is the snapshot timeout by default?",
+               "Why does the backup w17 use w2999?"]
+    i = [0]
+
+    def once():
+        i[0] += 1
+        return retriever.search(queries[i[0] % len(queries)], 5)
+    ms = median_ms(once, rounds)
+    idx.close()
+    return ms, build_s
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="3000,100000")
+    p.add_argument("--rounds", type=int, default=50)
+    p.add_argument("--no-hybrid", action="store_true", help="dense scoring only")
+    args = p.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    targets = {3000: 0.5, 100000: 20.0}
+    print(f"| chunks | dense scoring ms (target) | hybrid search ms, FTS5 on |")
+    print(f"|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            dense = bench_dense(n, args.rounds)
+            target = targets.get(n)
+            ok = "" if target is None else (f" (≤ {target}: {'ok' if dense <= target else 'MISSED'})")
+            hybrid = "–"
+            if not args.no_hybrid:
+                ms, build_s = bench_hybrid(n, max(10, args.rounds // 5), Path(tmp))
+                hybrid = f"{ms:.2f} (index built in {build_s:.1f} s)"
+            print(f"| {n} | {dense:.3f}{ok} | {hybrid} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
