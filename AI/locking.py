@@ -11,7 +11,6 @@ filelock is imported when a lock is taken, not at import time: a no-op refresh n
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from contextlib import contextmanager
@@ -40,6 +39,8 @@ def lock_paths(index_path: str | os.PathLike) -> tuple[Path, Path]:
 
 def read_holder(index_path: str | os.PathLike) -> dict:
     """The current holder record from the sidecar, or {} when absent or unreadable."""
+    import json
+
     try:
         data = json.loads(lock_paths(index_path)[1].read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -78,6 +79,7 @@ def index_lock(index_path: str | os.PathLike, timeout: float,
         LockBusy: still held by another run after ``timeout`` (message names the holder).
     """
     import datetime as _dt
+    import json
     import socket
 
     from filelock import FileLock, Timeout
