@@ -312,7 +312,11 @@ def _status(settings, args) -> int:
         for key in ("changed", "added", "removed"):
             if behind[key]:
                 parts.append(f"{len(behind[key])} {key}")
-        print("behind the repository: " + "; ".join(parts) + " — run ai-index")
+        if parts:
+            print("behind the repository: " + "; ".join(parts) + " — run ai-index")
+        if behind["embedder_changed"]:
+            print(f"the settings name another embedder ({behind['configured_embedder']}) than "
+                  f"built the index — run ai-index --force to rebuild")
     else:
         print("up to date with the repository")
     return exitcodes.OK

@@ -598,8 +598,9 @@ def status(settings) -> dict[str, Any]:
 
     Returns:
         ``Index.status()`` plus ``"repository": {"root", "head", "tracked"}`` and
-        ``"behind": {"head_moved", "stored_head", "changed", "added", "removed", "behind"}``
-        (path lists).
+        ``"behind": {"head_moved", "stored_head", "changed", "added", "removed",
+        "embedder_changed", "configured_embedder", "behind"}`` (path lists; embedder_changed:
+        the settings name another embedder than built the index, so ``--force`` is needed).
 
     Raises:
         IndexMissing: no index yet. SourcesError: the repository cannot be listed.
@@ -623,9 +624,16 @@ def status(settings) -> dict[str, Any]:
     current = {e.path for e in entries}
     removed = sorted(p for p in states if p not in current)
     head_moved = (listing.head or "") != meta.get("head", "")
+    # The settings name another embedder than the one that built the index: a refresh would
+    # be refused (B20) until --force.
+    embedder_changed = bool(meta.get("embed_backend")) and \
+        (meta.get("config_backend"), meta.get("config_model")) != _config_key(settings)
     info["repository"] = {"root": str(listing.root), "head": listing.head,
                           "tracked": len(listing.entries)}
     info["behind"] = {"head_moved": head_moved, "stored_head": meta.get("head") or None,
                       "changed": changed, "added": added, "removed": removed,
-                      "behind": bool(head_moved or changed or added or removed)}
+                      "embedder_changed": embedder_changed,
+                      "configured_embedder": "/".join(p for p in _config_key(settings) if p),
+                      "behind": bool(head_moved or changed or added or removed
+                                     or embedder_changed)}
     return info

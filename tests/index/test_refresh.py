@@ -411,3 +411,12 @@ def test_every_skip_is_logged_once_with_its_reason(lab, caplog):
                                  "(not yet committed); its chunks are removed") == 1
     assert not any("logo.png" in m for m in caplog.messages)  # unchanged: not repeated
     assert ("README.md",) not in _rows(settings, "SELECT DISTINCT path FROM chunks")
+
+
+def test_status_says_when_the_settings_name_another_embedder(lab):
+    repo, settings, server = lab
+    indexer.refresh(settings, progress=False)
+    behind = indexer.status(settings.replace(ai_embed_model="nomic-embed-text"))["behind"]
+    assert behind["embedder_changed"] and behind["behind"] and not behind["changed"]
+    assert behind["configured_embedder"] == "ollama/nomic-embed-text"
+    assert indexer.status(settings)["behind"]["embedder_changed"] is False
