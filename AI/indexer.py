@@ -278,8 +278,6 @@ def _check_embedder(settings, idx: Index, meta: dict, get_embedder) -> None:
         raise IndexMismatch(mismatch_message(meta, emb.backend, emb.model, None))
 
 
-
-
 @dataclass
 class _Pending:
     path: str
@@ -475,6 +473,11 @@ def _embed_all(emb, chunks: list, progress, report: IndexReport, expect=None):
                 report.embed_calls += 1
                 for i, (origin, piece, depth) in enumerate(batch):
                     vec = result.vectors[i]
+                    if vec is not None:
+                        vec, problem = _checked_vector(vec)
+                        if problem:  # defence in depth: never store zero/NaN/inf (B19)
+                            failures[origin] = problem
+                            continue
                     if vec is not None and expect and expect[1] and len(vec) != expect[1]:
                         raise IndexMismatch(mismatch_message(expect[0], emb.backend, emb.model,
                                                              len(vec)))
@@ -506,6 +509,19 @@ def _embed_all(emb, chunks: list, progress, report: IndexReport, expect=None):
         pieces.sort(key=lambda pv: (pv[0].start_line, pv[0].part))
         vectors[origin] = pieces
     return vectors, failures
+
+
+def _checked_vector(vec):
+    """``(float32 unit vector, "")``, or ``(None, reason)`` for a zero or non-finite vector."""
+    import numpy as np
+
+    vec = np.asarray(vec, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(vec)) if vec.size else 0.0
+    if not vec.size or not np.isfinite(vec).all() or not np.isfinite(norm) or norm < 1e-12:
+        return None, "the embedder returned a zero or non-finite vector"
+    if abs(norm - 1.0) > 1e-4:
+        vec = vec / norm
+    return vec, ""
 
 
 def _progress_bar(progress, total: int):

@@ -502,40 +502,36 @@ class Index:
         if ch.replace_all:
             conn.execute("DELETE FROM chunks")
             conn.execute("DELETE FROM files")
-            for key in ("embed_backend", "embed_model", "embed_dimension"):
-                meta.pop(key, None)
-                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
-        stored_dim = int(meta.get("embed_dimension") or 0)
-        has_chunks = conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is not None
-        if ch.embedder is not None and (ch.new_chunks or not meta.get("embed_backend")):
-            backend, model, dim = ch.embedder
-            if has_chunks and not ch.replace_all and meta.get("embed_backend") and (
-                    meta.get("embed_backend") != backend or meta.get("embed_model") != model
-                    or (stored_dim and dim and stored_dim != dim)):
-                raise IndexMismatch(mismatch_message(meta, backend, model, dim))
-        width = None
-        for path in ch.delete_paths:
-            conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
-            conn.execute("DELETE FROM files WHERE path = ?", (path,))
-        for path in ch.replace_chunks_of:
-            conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+            meta.pop("embed_backend", None)  # the new vectors define the model (below)
         import json
 
-        rows = []
+        rows, width = [], None
         for chunk, vec in ch.new_chunks:
             blob = vec.astype("<f4", copy=False).tobytes()
-            if width is None:
-                width = len(blob)
+            width = width or len(blob)
             if len(blob) != width:
                 raise IndexMismatch(f"vectors of two lengths in one run ({width // 4} and "
                                     f"{len(blob) // 4} dims) — the embedder changed mid-run")
             rows.append((chunk.path, chunk.kind, chunk.section, chunk.title, chunk.start_line,
                          chunk.end_line, chunk.part, chunk.text, chunk.context,
                          json.dumps(chunk.meta, default=str, ensure_ascii=False), blob))
-        if width is not None and stored_dim and not ch.replace_all and has_chunks \
-                and width != stored_dim * 4:
-            raise IndexMismatch(mismatch_message(meta, *(ch.embedder or ("?", "?", None))[:2],
-                                                 width // 4))
+        if rows and meta.get("embed_backend"):
+            # Never mix: new vectors must come from the model (and length) already stored.
+            backend, model, _ = ch.embedder or ("?", "?", None)
+            stored_dim = int(meta.get("embed_dimension") or 0)
+            if (backend, model) != (meta["embed_backend"], meta.get("embed_model")) or \
+                    (stored_dim and width != stored_dim * 4):
+                raise IndexMismatch(mismatch_message(meta, backend, model, width // 4))
+        for path in ch.delete_paths:
+            conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+            conn.execute("DELETE FROM files WHERE path = ?", (path,))
+        for path in ch.replace_chunks_of:
+            conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+        if not conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone():
+            # No vectors left: the index belongs to no model until these rows are written.
+            for key in ("embed_backend", "embed_model", "embed_dimension"):
+                meta.pop(key, None)
+                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
         conn.executemany(
             "INSERT INTO chunks (path, kind, section, title, start_line, end_line, part, text,"
             " context, meta, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)

@@ -420,3 +420,35 @@ def test_status_says_when_the_settings_name_another_embedder(lab):
     assert behind["embedder_changed"] and behind["behind"] and not behind["changed"]
     assert behind["configured_embedder"] == "ollama/nomic-embed-text"
     assert indexer.status(settings)["behind"]["embedder_changed"] is False
+
+
+def test_a_zero_or_nan_vector_is_never_stored_even_if_an_embedder_returns_one(tmp_path):
+    """Defence in depth behind the embedders' own checks (B19): a double that misbehaves."""
+    import numpy as np
+
+    from varaverk.embedding import EmbedResult
+
+    class Broken:
+        backend, model, max_tokens, batch_size, dimension = "test", "broken", 256, 8, 4
+
+        def count_tokens(self, text):
+            return len(text)
+
+        def embed(self, texts):
+            vecs = []
+            for t in texts:
+                if "zero" in t:
+                    vecs.append(np.zeros(4, dtype=np.float32))
+                elif "nan" in t:
+                    vecs.append(np.array([np.nan, 1, 0, 0], dtype=np.float32))
+                else:
+                    vecs.append(np.array([3, 4, 0, 0], dtype=np.float32))  # not unit length
+            return EmbedResult(vectors=vecs)
+
+    repo = make_repo(tmp_path / "r", {"README.md": "# A\nzero\n\n# B\nnan\n\n# C\nfine\n"})
+    settings = make_settings(repo, tmp_path, None)
+    report = indexer.refresh(settings, Broken(), progress=False)
+    assert report.chunks_failed == 2 and report.chunks_embedded == 1
+    assert all("zero or non-finite" in m for _, m in report.failures)
+    (blob,), = _rows(settings, "SELECT vec FROM chunks")
+    np.testing.assert_allclose(np.frombuffer(blob, "<f4"), [0.6, 0.8, 0, 0], rtol=1e-6)
