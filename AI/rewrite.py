@@ -4,8 +4,9 @@
 earlier turn. Before retrieval, the last question is rewritten so that it carries its subject:
 
 - ``model_rewrite``: with a reachable generation model, a short prompt asks for the question
-  rewritten as one standalone question (low token limit). Any error, an empty or overlong reply,
-  or a reply that drops the question's own names falls back to the model-free rewrite.
+  rewritten as one standalone question (low token limit). Any error, or a reply that is not
+  one plausible question (empty, overlong, not ending in "?": small models tend to answer
+  instead) falls back to the model-free rewrite; names the model dropped are appended.
 - ``carry_subject`` (model-free, always available): when the question looks dependent on the
   conversation (pronouns such as "it"/"that", "and ...", "what about", very short), the salient
   terms of the previous user question and the names in the previous answer are appended to it.
@@ -124,12 +125,21 @@ def model_rewrite(question: str, history: Sequence[dict] | None, chat_client: An
     except Exception as exc:  # any model trouble costs only the rewrite
         log.info("model rewrite failed (%s); carrying the subject without a model", exc)
         return carry_subject(question, history)
-    if not out or len(out) > MAX_REWRITE_CHARS:
+    if not _plausible(out, question):
+        log.info("model rewrite %r is not a standalone question; carrying the subject", out[:80])
         return carry_subject(question, history)
     missing = [n for n in exact_names(question) if n.lower() not in out.lower()]
     if missing:
         out = f"{out} ({' '.join(missing)})"
     return out
+
+
+def _plausible(rewrite: str, question: str) -> bool:
+    """A rewrite must look like one question: non-empty, ending with "?", not much longer than
+    the question plus its subject. Small models often answer instead of rewriting."""
+    if not rewrite or len(rewrite) > min(MAX_REWRITE_CHARS, 3 * len(question) + 120):
+        return False
+    return rewrite.rstrip().endswith("?") and rewrite.count("?") <= 2
 
 
 def standalone_query(question: str, history: Sequence[dict] | None,

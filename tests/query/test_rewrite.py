@@ -68,3 +68,9 @@ def test_model_rewrite_falls_back_when_unreachable():
                                        ai_http_timeout=2.0))
     out = model_rewrite("Why not the HTTP one?", HISTORY, client)
     assert out == carry_subject("Why not the HTTP one?", HISTORY)
+
+
+def test_model_answer_instead_of_a_question_falls_back(model_server):
+    model_server.script(content=["Yes, it can be used to remove the delete pass."])
+    out = model_rewrite("Can --force-delete get around it?", HISTORY, _client(model_server))
+    assert out == carry_subject("Can --force-delete get around it?", HISTORY)
