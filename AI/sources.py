@@ -44,6 +44,10 @@ REASON_NOT_REGULAR = "not a regular file"
 REASON_BAD_NAME = "file name is not valid UTF-8"
 REASON_BINARY = "binary file (NUL byte in the first 8 KiB)"
 REASON_UNREADABLE = "cannot be read"
+# Documentation is prose; a tracked "document" this large is generated or a data dump, and
+# reading it whole would cost more memory than the whole rest of the index.
+MAX_DOCUMENT_BYTES = 8 << 20
+REASON_TOO_LARGE = f"larger than {MAX_DOCUMENT_BYTES >> 20} MiB (not documentation to embed)"
 
 
 class SourcesError(RuntimeError):
@@ -235,8 +239,9 @@ def check_symlink(root: Path, path: str) -> str:
 def lstat_entry(root: Path, entry: TrackedPath) -> tuple[os.stat_result | None, str]:
     """``os.lstat`` a tracked entry and say whether it can be read as a document.
 
-    Returns ``(stat_result, "")`` for a regular file; ``(None, REASON_MISSING)`` when it is gone
-    from the work tree; otherwise ``(stat_result or None, reason)`` with the skip reason.
+    Returns ``(stat_result, "")`` for a regular file of at most ``MAX_DOCUMENT_BYTES``;
+    ``(None, REASON_MISSING)`` when it is gone from the work tree; otherwise
+    ``(stat_result or None, reason)`` with the skip reason.
     """
     if entry.mode == GITLINK_MODE:
         return None, REASON_SUBMODULE
@@ -252,6 +257,8 @@ def lstat_entry(root: Path, entry: TrackedPath) -> tuple[os.stat_result | None, 
         return st, check_symlink(root, entry.path)
     if not stat.S_ISREG(st.st_mode):
         return st, REASON_NOT_REGULAR
+    if st.st_size > MAX_DOCUMENT_BYTES:
+        return st, REASON_TOO_LARGE
     return st, ""
 
 

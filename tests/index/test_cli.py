@@ -166,6 +166,12 @@ def test_config_error_exits_78(tmp_path, model_server):
     assert proc.returncode == exitcodes.CONFIG and "AI_INDEX_LOCK_TIMEOUT" in proc.stderr
     proc = run_index(settings, "--config", str(tmp_path / "missing.conf"))
     assert proc.returncode == exitcodes.CONFIG and "config file not found" in proc.stderr
+    not_a_repo = tmp_path / "plain"
+    not_a_repo.mkdir()
+    proc = run_index(settings, env_extra={"AI_REPO_ROOT": str(not_a_repo)})
+    assert proc.returncode == exitcodes.CONFIG
+    assert f"cannot list tracked files in {not_a_repo}" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_help_explains_modes_and_exit_codes():

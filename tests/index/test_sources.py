@@ -154,3 +154,11 @@ def test_bytes_undefined_in_cp1252_fall_back_to_latin1():
 def test_binary_is_detected_by_nul_in_first_8k():
     assert decode(b"\x89PNG\r\n\x1a\n\0\0\0").text is None
     assert decode(b"a" * 9000 + b"\0").text is not None  # NUL beyond the sniffed prefix
+
+
+def test_oversized_document_is_skipped_without_reading(tmp_path, monkeypatch):
+    repo = make_repo(tmp_path / "r", {"README.md": "# R\n" + "x" * 100})
+    monkeypatch.setattr(sources, "MAX_DOCUMENT_BYTES", 50)
+    (entry,) = list_tracked(repo).entries
+    st, reason = sources.lstat_entry(repo, entry)
+    assert reason == sources.REASON_TOO_LARGE and st.st_size == 104
