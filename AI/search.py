@@ -619,7 +619,7 @@ class Retriever:
         chunk are added in line order; for a tiny chunk (under ``TINY_CHARS``), the other
         chunks of the same file and section (its parent section) are added. Additions happen
         only while the total stays within ``budget_chars``, best hit first; a chunk is never
-        given twice.
+        given twice, nor one whose lines a hit already holds (a merged split section).
 
         Returns:
             One list of chunks per hit (the hit's own chunk included, in line order); a hit
@@ -628,6 +628,12 @@ class Retriever:
         seen: set[int] = set()
         used = 0
         groups: list[list[Any]] = []
+        # Line ranges the hits already hold (a merged split section spans several parts).
+        held = [(h.chunk.path, h.chunk.start_line, h.chunk.end_line) for h in hits]
+
+        def inside(n) -> bool:
+            return any(p == n.path and s <= n.start_line and n.end_line <= e for p, s, e in held)
+
         for hit in hits:
             c = hit.chunk
             if c.id in seen:
@@ -642,7 +648,7 @@ class Retriever:
             group = [c]
             if c.part > 0 or len(c.text) < TINY_CHARS:
                 for n in self._neighbours(c):
-                    if n.id in seen or used + len(n.text) > budget_chars:
+                    if n.id in seen or inside(n) or used + len(n.text) > budget_chars:
                         continue
                     seen.add(n.id)
                     used += len(n.text)

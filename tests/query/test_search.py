@@ -120,3 +120,24 @@ def test_single_retriever_modes(harborlab_pristine, harborlab_index, retriever):
     dhits = dense.search("mover coordination", 3)
     assert [h.score for h in dhits] == sorted((h.score for h in dhits), reverse=True)
     assert all(h.lexical is None for h in dhits)
+
+
+def test_split_section_comes_back_whole_and_is_not_repeated(retriever):
+    from varaverk.prompts import format_context
+    idx = retriever.index
+    # Find a section stored as several parts and query with the text of its second part.
+    table = idx.vector_table()
+    parts = [c for c in idx.get_chunks(table.ids.tolist()) if c.part == 2]
+    assert parts, "harborlab has no split section to test with"
+    second = parts[0]
+    siblings = [c for c in idx.chunks_for_path(second.path)
+                if c.part > 0 and c.section == second.section and c.title == second.title]
+    hits = retriever.search(second.text[:300], 10)
+    merged = [h for h in hits if h.chunk.path == second.path and h.chunk.title == second.title]
+    assert len(merged) == 1  # the parts are one result
+    whole = merged[0].chunk
+    assert whole.start_line <= min(s.start_line for s in siblings)
+    assert whole.end_line >= max(s.end_line for s in siblings)
+    groups = retriever.expand(hits, 100_000)
+    text, _ = format_context(groups, 100_000)
+    assert text.count(siblings[-1].text.strip()[:80]) == 1
