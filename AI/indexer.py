@@ -32,7 +32,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable, ContextManager, NamedTuple
 
 from varaverk import sources
 from varaverk.store import (FileRow, FileState, Index, IndexChanges, IndexCorrupt,
@@ -108,8 +108,7 @@ class IndexReport:
 # Classifying tracked paths (shared by refresh, plan and status)
 # ---------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class _Entry:
+class _Entry(NamedTuple):
     path: str            # storable path (printable when the name is not valid UTF-8)
     kind: str            # "" when not a documentation kind
     reason: str          # skip reason; "" for a readable document

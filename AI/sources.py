@@ -26,9 +26,8 @@ import os
 import re
 import stat
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 KINDS = ("header", "readme", "manual", "template", "doc")
 GITLINK_MODE = "160000"
@@ -54,8 +53,7 @@ class SourcesError(RuntimeError):
     """The repository cannot be listed (not a git work tree, git missing)."""
 
 
-@dataclass(frozen=True)
-class TrackedPath:
+class TrackedPath(NamedTuple):
     """One ``git ls-files`` entry.
 
     Attributes:
@@ -67,8 +65,7 @@ class TrackedPath:
     mode: str
 
 
-@dataclass(frozen=True)
-class Listing:
+class Listing(NamedTuple):
     """The tracked paths of a repository and its HEAD.
 
     Attributes:
@@ -262,8 +259,7 @@ def lstat_entry(root: Path, entry: TrackedPath) -> tuple[os.stat_result | None, 
     return st, ""
 
 
-@dataclass(frozen=True)
-class Decoded:
+class Decoded(NamedTuple):
     """A decoded document.
 
     Attributes:

@@ -69,8 +69,7 @@ class StoredChunk(Chunk):
     id: int = field(default=-1, kw_only=True)
 
 
-@dataclass(frozen=True)
-class VectorTable:
+class VectorTable(NamedTuple):
     """All usable embeddings of the index, ready for numpy scoring.
 
     Attributes:
@@ -567,8 +566,7 @@ class FileState(NamedTuple):
     encoding: str
 
 
-@dataclass(frozen=True)
-class FileRow:
+class FileRow(NamedTuple):
     """One ``files`` row: a tracked path's state after a run (see the module doc)."""
 
     path: str
