@@ -157,3 +157,31 @@ def test_turn_request_from_dict_validates():
     for bad in ({}, {"question": ""}, {"question": "q", "k": 0}, {"question": "q", "history": {}}):
         with pytest.raises(ValueError):
             TurnRequest.from_dict(bad)
+
+
+def test_worker_cli_reads_a_request_and_writes_ndjson(settings, model_server, tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    model_server.script(content=["Held."])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AI_")}
+    env.update({"AI_ENABLED": "true", "AI_REPO_ROOT": str(settings.ai_repo_root),
+                "AI_DATA_DIR": str(settings.ai_data_dir), "AI_LOG_DIR": str(tmp_path / "log"),
+                "AI_GEN_BACKEND": "ollama", "AI_GEN_MODEL": "m",
+                "AI_OLLAMA_HOSTS": model_server.base_url})
+    entry = Path(__file__).resolve().parents[2] / "Tools" / "ai_chat_worker.py"
+    ledger = tmp_path / "t.db"
+    out = subprocess.run([sys.executable, str(entry), "--token-db", str(ledger),
+                          "--token-host", "hostA"],
+                         input=json.dumps({"profile": "varaverk", "question": MOVER}),
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [l["type"] for l in lines] == ["sources", "content", "done"]
+    assert lines[-1]["data"]["answer"] == "Held."
+    assert ledger.read_text().count("|hostA|varaverk|cli|") == 1
+    bad = subprocess.run([sys.executable, str(entry)], input="{}", capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert bad.returncode == 2
