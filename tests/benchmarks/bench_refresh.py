@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,13 +42,19 @@ HEAVY = ("numpy", "onnxruntime", "httpx", "tokenizers", "markdown_it", "tqdm", "
          "varaverk.embedding", "varaverk.chunking")
 
 
-def _time(cmd: list[str], env: dict, cwd: Path, runs: int) -> list[float]:
+def _time(cmd: list[str], env: dict, cwd: Path, runs: int) -> list[tuple[float, float]]:
+    """``[(wall seconds, CPU seconds of the process and its children)]``; CPU time is the
+    steadier figure on a shared, loaded machine."""
     out = []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         subprocess.run(cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
-        out.append(time.perf_counter() - t0)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        out.append((wall, cpu))
     return out
 
 
@@ -93,15 +100,20 @@ def main() -> int:
         }
         for cmd in cmds.values():  # warm the page cache and .pyc files
             _time(cmd, env, repo, 2)
-        samples: dict[str, list[float]] = {name: [] for name in cmds}
+        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
         for _ in range(args.runs):  # interleaved, so load changes hit every command alike
             for name, cmd in cmds.items():
                 samples[name] += _time(cmd, env, repo, 1)
-        floor = statistics.median(samples[next(iter(cmds))])
-        print(f"{'command':<46} {'median ms':>10} {'min ms':>8} {'ratio':>6}")
-        for name, times in samples.items():
-            med = statistics.median(times)
-            print(f"{name:<46} {med * 1000:>10.1f} {min(times) * 1000:>8.1f} {med / floor:>6.2f}")
+        first = samples[next(iter(cmds))]
+        floor_wall = statistics.median(w for w, _ in first)
+        floor_cpu = statistics.median(c for _, c in first)
+        print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        print(f"{'command':<46} {'wall ms':>8} {'min':>6} {'ratio':>6} {'cpu ms':>7} {'ratio':>6}")
+        for name, runs in samples.items():
+            wall = statistics.median(w for w, _ in runs)
+            cpu = statistics.median(c for _, c in runs)
+            print(f"{name:<46} {wall * 1000:>8.1f} {min(w for w, _ in runs) * 1000:>6.1f} "
+                  f"{wall / floor_wall:>6.2f} {cpu * 1000:>7.1f} {cpu / floor_cpu:>6.2f}")
         imports = subprocess.run([py, "-X", "importtime", str(ROOT / "AI" / "ai_index.py"), "-q"],
                                  env=env, cwd=repo, capture_output=True, text=True).stderr
         rows = []
