@@ -4,7 +4,8 @@ Headings are whatever the CommonMark parser says they are: ATX (``## X``) and se
 (``X`` over ``===``/``---``) at the top level of the document, never a ``#`` line inside a
 fenced (```` ``` ````, ``~~~``) or indented code block (B13), nor a heading quoted inside a
 block quote or list. A paragraph made only of MDX ``import X from "..."`` lines (Docusaurus
-pages) is site-generator code and is left out. YAML front matter is parsed (mdit-py-plugins' front_matter plugin, then
+pages) is site-generator code and is left out, as are lines of an HTML block that hold one bare tag
+and no words (``<TabItem value="yaml">``, ``</ConfigTabs>``). YAML front matter is parsed (mdit-py-plugins' front_matter plugin, then
 PyYAML) into ``meta``; it is never chunk text and never a setext underline (B10).
 
 One chunk per heading: its body is the text from the line after the heading to the next
@@ -41,6 +42,9 @@ from varaverk.chunking import HEADING_JOIN, Draft
 
 _YAML_INFOS = {"yaml", "yml"}
 # MDX module imports (Docusaurus pages): code for the site generator, not documentation.
+# A line that is only one HTML/JSX tag (``<TabItem value="yaml">``, ``</ConfigTabs>``,
+# ``<Dropdown models={x} />``): layout for the site generator, no words for a reader.
+_BARE_TAG = re.compile(r"""^\s*</?[A-Za-z][\w.:-]*(\s+[\w:.-]+(=("[^"]*"|'[^']*'|\{[^}]*\}|[^\s>]+))?)*\s*/?>\s*$""")
 _MDX_IMPORT = re.compile(r"""^import\s+[\w{}\s,*]+\s+from\s+["'][^"']+["'];?\s*$""")
 _YAML_KEY = re.compile(r"^(?P<indent>\s*)(?:-\s+)?(?P<key>[A-Za-z_][\w.\-]*|\"[^\"]+\"|'[^']+')\s*:(\s|$)")
 
@@ -122,6 +126,8 @@ def markdown_drafts(path: str, text: str) -> list[Draft]:
         if (tok.type == "paragraph_open" and tok.level == 0 and tok.map
                 and all(_MDX_IMPORT.match(lines[n]) for n in range(*tok.map))):
             skipped.update(range(tok.map[0], tok.map[1]))
+        if tok.type == "html_block" and tok.level == 0 and tok.map:
+            skipped.update(n for n in range(*tok.map) if _BARE_TAG.match(lines[n]))
         if tok.type == "front_matter" and tok.map:
             meta = parse_front_matter(tok.content)
             body_start = tok.map[1]

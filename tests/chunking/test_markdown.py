@@ -142,3 +142,12 @@ def test_parent_of_a_markdown_chunk_and_of_a_named_paragraph():
     header = chunk_document("a.sh", "header", "#!/bin/sh\n# PURPOSE\n#   Lead.\n#   Name\n#     Body.\n")
     lead, named = header
     assert is_parent(lead, named) and not is_parent(named, lead)
+
+
+def test_bare_jsx_tag_lines_are_not_text_but_tags_with_words_are():
+    text = ('## Multiple USB Corals\n\n<ConfigTabs>\n<TabItem value="ui">\n\nUse `usb:0` and `usb:1`.\n\n'
+            "</TabItem>\n</ConfigTabs>\n\n<details>\n<summary>Available Models</summary>\n\nList.\n\n"
+            "</details>\n\n```html\n<TabItem value=\"ui\">\n```\n")
+    (chunk,) = md(text)
+    assert chunk.text == ("Use `usb:0` and `usb:1`.\n\n<summary>Available Models</summary>\n\nList."
+                          "\n\n```html\n<TabItem value=\"ui\">\n```")
