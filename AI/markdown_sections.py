@@ -140,8 +140,18 @@ def markdown_drafts(path: str, text: str) -> list[Draft]:
     lead_trail = [page_title] if page_title and not any(h[0] == 1 for h in headings) else []
 
     def numbered(first: int, end: int) -> list[tuple[int, str]]:
-        return [(n + 1, lines[n]) for n in range(first, min(end, len(lines)))
-                if n not in skipped]
+        out: list[tuple[int, str]] = []
+        gap = False  # a left-out line since the last kept one
+        for n in range(first, min(end, len(lines))):
+            if n in skipped:
+                gap = True
+                continue
+            blank = not lines[n].strip()
+            # Leaving out a line must not leave two blank lines where the file had one.
+            if not (blank and gap and out and not out[-1][1].strip()):
+                out.append((n + 1, lines[n]))
+            gap = gap and blank
+        return out
 
     drafts: list[Draft] = []
     first_heading = headings[0][1] if headings else len(lines)
