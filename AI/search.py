@@ -417,8 +417,20 @@ class Retriever:
             for cid in fused:
                 if cid not in dense_of and cid in cache.row_of:
                     dense_of[cid] = float(scores[cache.row_of[cid]])
-        chunks = self._chunks(list(fused))
         boosted_section = rt.section if rt else None
+        # Rank on what the vector table already knows (fused score + section boost), then read
+        # only the leading candidates from SQLite: a chunk outside them cannot reach the top k
+        # except through an exact name, and those candidates are always read.
+        prelim: dict[int, float] = {}
+        for cid, base in fused.items():
+            row = cache.row_of.get(cid)
+            sec = cache.sections_upper[row] if row is not None else ""
+            prelim[cid] = base + (self.section_boost * _UNIT
+                                  if boosted_section and sec == boosted_section else 0.0)
+        keep = sorted(prelim, key=lambda c: (-prelim[c], c))[: k * 3 + 10]
+        keep += [cid for cid in name_ids if cid not in keep]
+        fused = {cid: fused[cid] for cid in keep}
+        chunks = self._chunks(keep)
         hits: list[Hit] = []
         norm_names = [normalise_title(n) for n in names]
         for cid, base in fused.items():
