@@ -11,6 +11,10 @@ any draft whose ``embed_text`` would exceed the budget into parts 1..n, repeatin
 every part and narrowing each part's line range. Nothing is ever truncated: every character of
 a draft's text ends up in exactly one part (white space at part boundaries aside).
 
+``split_chunk`` halves a stored chunk for the indexer when a server still rejects it as too
+long; ``heading_path`` and ``is_parent`` let retrieval hand the model a small chunk's parent
+(small-to-big).
+
 Conventions shared by every kind:
     - ``context`` is ``path › trail...`` joined with ``SEP``; for headers the trail is
       ``SECTION › title``, for Markdown the heading trail, for templates ``group › KEY``.
