@@ -211,10 +211,8 @@ def _yaml_drafts(lines: list[str]) -> list[Draft]:
             key = top_key.group("key")
             block = comments + [(i + 1, line.rstrip())]
             comments = []
-        elif top_comment and not block:
-            comments.append((i + 1, (_comment_body(line) or "").rstrip()))
         elif top_comment:
-            # A comment at column 0 after a block introduces the next key (or is a note).
+            # A comment at column 0 introduces the next key (or is a note of its own).
             comments.append((i + 1, (_comment_body(line) or "").rstrip()))
         elif not line.strip():
             if comments and not block:
