@@ -42,6 +42,9 @@ _SECTION_LINE = re.compile(r"^(%s):?$" % "|".join(re.escape(s) for s in SECTIONS
 # above indented text (B18) is prose, not a named paragraph.
 _MAX_TITLE_CHARS = 100
 _TITLE_HAS_WORD = re.compile(r"[^\W_]")
+# Hanging indents that are not titles: a list item whose text wraps ("- item" / "1. item"),
+# and a sentence that introduces an indented example ("For example, run this.").
+_NOT_A_TITLE = re.compile(r"^([-*+\u2022]|\d+[.)])\s|[.,;]$")
 # Fewer lines with text than this make a comment block too trivial to stand for a header.
 _MIN_COMMENT_LINES = 3
 SUMMARY_TITLE = "summary"
@@ -264,7 +267,7 @@ def _is_title(block: list[HeaderLine], i: int, base: int) -> bool:
     nxt = block[i + 1]
     title = line.text.strip()
     return (not nxt.blank and nxt.indent > base and len(title) <= _MAX_TITLE_CHARS
-            and bool(_TITLE_HAS_WORD.search(title)))
+            and bool(_TITLE_HAS_WORD.search(title)) and not _NOT_A_TITLE.search(title))
 
 
 def _named_paragraphs(name: str, body: list[HeaderLine]) -> list[Draft]:

@@ -194,3 +194,16 @@ def test_harborlab_headers_of_each_language(path, section, title, start, end):
         assert (chunk.start_line, chunk.end_line) == (start, end)
     lines = read_fixture(path).split("\n")
     assert title in lines[chunk.start_line - 1]
+
+
+def test_wrapped_list_items_and_sentences_are_not_titles():
+    text = ("#!/bin/sh\n# OPERATIONAL MODEL\n#   The job runs three steps:\n"
+            "#   - take the lock, then wake the\n#     standby host\n"
+            "#   1. count files on each\n#      share\n"
+            "#   Then it copies, like this.\n#     rsync -a src dst\n"
+            "#   --force-delete\n#     Lifts the ceiling.\n")
+    chunks = chunks_of("l.sh", text)
+    assert [(c.section, c.title) for c in chunks] == [
+        ("OPERATIONAL MODEL", ""), ("OPERATIONAL MODEL", "--force-delete")]
+    assert chunks[0].text.startswith("The job runs three steps:\n- take the lock, then wake the\n"
+                                     "  standby host\n")
