@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from varaverk.chunking import SEP
 
 CHARS_PER_TOKEN = 4
 MAX_CONTEXT_CHARS = 16000
@@ -43,7 +42,7 @@ def label(chunk: Any) -> str:
 
     A split chunk's part number is not shown: every part cites the same place.
     """
-    return "[" + SEP.join(p for p in (chunk.path, chunk.section, chunk.title) if p) + "]"
+    return f"[{chunk.citation}]"
 
 
 def context_budget(settings: Any) -> int:

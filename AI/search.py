@@ -704,13 +704,7 @@ def citations(hits: Iterable[Hit]) -> list[dict]:
         if c.id in seen:
             continue
         seen.add(c.id)
-        out.append({"citation": citation_of(c), "path": c.path, "section": c.section,
+        out.append({"citation": c.citation, "path": c.path, "section": c.section,
                     "title": c.title, "start_line": c.start_line, "end_line": c.end_line,
                     "score": round(float(h.score), 6), "text": c.text})
     return out
-
-
-def citation_of(chunk) -> str:
-    """``path › SECTION › title`` (empty parts left out) of a stored chunk."""
-    from varaverk.chunking import SEP
-    return SEP.join(p for p in (chunk.path, chunk.section, chunk.title) if p)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from varaverk.search import SECTION_BOOST, Retriever, citation_of
+from varaverk.search import SECTION_BOOST, Retriever
 
 
 def places(hits):
@@ -32,7 +32,7 @@ def test_exact_names_rank_their_own_chunk_first(retriever, query, title):
 
 def test_exact_flag_ranks_the_right_jobs_flag_first(retriever):
     top = retriever.search("Can --force-delete get around it?", 5)[0]
-    assert citation_of(top.chunk) == "Backup/rsync_mirror.sh › RUNTIME MODES › --force-delete"
+    assert top.chunk.citation == "Backup/rsync_mirror.sh › RUNTIME MODES › --force-delete"
 
 
 def test_filters_compose(retriever):
