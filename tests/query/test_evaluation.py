@@ -83,3 +83,61 @@ def test_windows_overlap():
     w = windows(text)
     assert [len(x) for x in w] == [1000, 1000, 700]
     assert w[1][:100] == w[0][-100:]
+
+
+MOVER_SH = """#!/usr/bin/env bash
+# PURPOSE
+#   Stops the array mover while another job needs the disks quiet.
+#
+# OPERATIONAL MODEL
+#   It asks the mover to pause and waits for it to finish its current file.
+#
+# DESIGN PRINCIPLES
+#   Waiting Beats Killing
+#     A killed mover can leave a half-moved file behind.
+#
+# OPERATIONAL SAFEGUARDS
+#   Kill Only After Timeout
+#     The mover is killed only after the timeout has run out.
+#
+# CONFIGURATION
+#   MOVER_STOP_TIMEOUT
+#     Seconds to wait for the mover to finish before killing it (default: 300)
+#
+# RUNTIME MODES
+#   --force
+#     Kill at once without waiting.
+echo body
+"""
+
+
+def test_ai_eval_smoke_on_a_tiny_repository(tmp_path, capsys):
+    """ai-eval end to end: a real repository, real index, the offline embedder, four setups."""
+    from tests.support.repos import make_repo
+    from varaverk_tools.ai_eval import main
+
+    repo = make_repo(tmp_path / "repo", {
+        "Tools/mover_stop.sh": MOVER_SH,
+        "README.md": "# Homelab\n\nNotes about the homelab.\n",
+    })
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "A", "question": "What is MOVER_STOP_TIMEOUT?", "shape": "configuration",
+         "gold": [{"path": "Tools/mover_stop.sh", "section": "CONFIGURATION",
+                   "title": "MOVER_STOP_TIMEOUT"}], "answer_contains": ["300"]},
+        {"id": "B", "question": "Where is the Kubernetes manifest?", "shape": "unanswerable",
+         "gold": [], "answer_contains": []},
+    ]) + "\n")
+    code = main([str(qa), "--repo", str(repo), "--data-dir", str(tmp_path / "data"), "--json"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["setups"]) == {"baseline", "dense", "lexical", "ours"}
+    ours = report["setups"]["ours"]
+    assert ours["overall"]["n"] == 1
+    assert ours["overall"]["recall@1"] == 1.0 and ours["overall"]["mrr"] == 1.0
+    assert ours["overall"]["context_hit"] == 1.0
+    assert ours["unanswerable"] == {"n": 1, "not_covered": 1.0}
+    assert report["setups"]["lexical"]["unanswerable"]["not_covered"] is None
+    # The baseline windows the whole script, so "300" is in its single window of that file.
+    assert report["setups"]["baseline"]["overall"]["recall@5"] == 1.0
+    assert [o["rank"] for o in report["per_question"]["ours"]] == [1, None]
