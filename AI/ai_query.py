@@ -42,7 +42,9 @@
 # OPERATIONAL SAFEGUARDS
 #   Generation Is Gated
 #     Asking a model requires AI_ENABLED=true; with it false, ai-query explains that and
-#     exits 0, and only --search runs. Nothing is sent anywhere while AI is off.
+#     exits 0, and only --search runs, embedding the question with the local embedder.
+#     Nothing is sent anywhere while AI is off: with a remote embedding backend, --search
+#     too waits for AI_ENABLED=true.
 #   Read-Only Index
 #     The index is opened read-only; ai-query never builds, changes or locks it, so it can
 #     run while ai-index is writing and sees the last complete index.
@@ -215,9 +217,15 @@ def main(argv: list[str] | None = None) -> int:
     log = setup_logging(settings, "ai-query", verbose=args.verbose, quiet=not args.verbose,
                         to_file=settings.ai_enabled)
 
-    if not args.search and not settings.ai_enabled:
+    if not settings.ai_enabled and not args.search:
         print("ai-query: AI_ENABLED is false, so no model is asked. Set AI_ENABLED=true to "
               "generate answers; --search works on an existing index regardless.",
+              file=sys.stderr)
+        return exitcodes.OK
+    if not settings.ai_enabled and settings.ai_embed_backend != "local":
+        print(f"ai-query: AI_ENABLED is false and the question would be embedded by the "
+              f"{settings.ai_embed_backend} server; nothing is sent anywhere while AI is off. "
+              f"Set AI_ENABLED=true (--search with the local embedder needs nothing).",
               file=sys.stderr)
         return exitcodes.OK
     try:
@@ -238,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         retriever = Retriever(settings)
     except IndexMissing as exc:
-        print(f"ai-query: {exc}. Build it with: ai-index", file=sys.stderr)
+        print(f"ai-query: {exc}", file=sys.stderr)
         return exitcodes.NO_INDEX
     except IndexCorrupt as exc:
         print(f"ai-query: {exc}", file=sys.stderr)

@@ -170,3 +170,16 @@ def test_history_file(served, model_server, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"role": "user"}')
     assert run(served, "--search", "--history", str(bad), "q").returncode == 2
+
+
+def test_search_with_ai_disabled_never_contacts_a_remote_embedder(hl_settings, model_server):
+    env_settings = hl_settings.replace(ai_ollama_hosts=(model_server.base_url,))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AI_")}
+    env.update({"AI_ENABLED": "false", "AI_REPO_ROOT": str(env_settings.ai_repo_root),
+                "AI_DATA_DIR": str(env_settings.ai_data_dir), "AI_EMBED_BACKEND": "ollama",
+                "AI_EMBED_MODEL": "all-minilm", "AI_OLLAMA_HOSTS": model_server.base_url})
+    out = subprocess.run([sys.executable, str(ENTRY), "--search", MOVER], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert out.returncode == 0
+    assert "AI_ENABLED is false" in out.stderr and out.stdout == ""
+    assert model_server.requests == []
