@@ -258,6 +258,25 @@ yourselves s t d ll m re ve y get got also use used using does did i'd i've it'l
 """.split())
 
 
+def prefer_headers(hits: list[Hit]) -> None:
+    """Rank a script header's key before a template's copy of the same key (in place).
+
+    Templates repeat the keys that script headers document, sometimes with stale defaults; the
+    header is the source of truth. A template chunk titled like a header chunk among the hits
+    is moved just below that header chunk when it scored above it; nothing is removed.
+    """
+    best_header: dict[str, float] = {}
+    for h in hits:
+        if h.chunk.kind == "header" and h.chunk.title:
+            key = normalise_title(h.chunk.title)
+            best_header[key] = max(best_header.get(key, float("-inf")), h.score)
+    for h in hits:
+        if h.chunk.kind == "template" and h.chunk.title:
+            header = best_header.get(normalise_title(h.chunk.title))
+            if header is not None and h.score >= header:
+                h.score = header - 1e-9
+
+
 # ---------------------------------------------------------------------------------------------
 # The retriever
 # ---------------------------------------------------------------------------------------------
@@ -459,6 +478,7 @@ class Retriever:
             hits.append(Hit(chunk, score, dense=dense_of.get(cid), lexical=lex_of.get(cid),
                             exact=exact, section_boosted=boosted,
                             best_dense=best_dense, unknown=unknown))
+        prefer_headers(hits)
         hits.sort(key=lambda h: (-h.score, h.chunk.id))
         return self._merge_parts(hits, k)
 

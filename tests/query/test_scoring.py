@@ -125,3 +125,19 @@ def test_routing_sections_match_the_header_convention():
         "procedure": None, "other": None,
     }
     assert route("hello there").section is None
+
+
+def test_header_key_ranks_before_its_template_copy():
+    from varaverk.search import Hit, prefer_headers
+    from varaverk.store import StoredChunk
+
+    def hit(cid, kind, title, score):
+        c = StoredChunk(path=f"{kind}.x", kind=kind, section="CONFIGURATION", title=title,
+                        start_line=1, end_line=2, text="t", context="", id=cid)
+        return Hit(c, score)
+    hits = [hit(1, "template", "DKUPD_HEALTH_TIMEOUT", 0.9), hit(2, "header", "DKUPD_HEALTH_TIMEOUT", 0.5),
+            hit(3, "template", "OTHER_KEY", 0.8)]
+    prefer_headers(hits)
+    order = [h.chunk.id for h in sorted(hits, key=lambda h: -h.score)]
+    assert order == [3, 2, 1]
+    assert hits[2].score == 0.8  # a template key with no header twin keeps its score
