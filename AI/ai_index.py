@@ -162,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
         log = setup_logging(settings, "ai-index", args.verbose, args.quiet, to_file=False)
         try:
             return _dry_run(settings, args) if args.dry_run else _status(settings, args)
+        except BrokenPipeError:  # `ai-index --dry-run | head`: the reader has seen enough
+            import os
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return exitcodes.OK
         except ConfigError as exc:
             log.error("configuration error: %s", exc)
             return exitcodes.CONFIG
