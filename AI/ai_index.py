@@ -120,7 +120,8 @@ exit codes:
   66  --status: no index yet
   69  the embedding server is unavailable (the previous index is untouched)
   75  another index run holds the lock (the message names it)
-  78  configuration error (the message names the key)
+  78  configuration error (the message names the key), or AI_REPO_ROOT is not a git work tree
+  130 interrupted (Ctrl-C): nothing was written
 """
 
 
@@ -221,10 +222,8 @@ def _embedding_or_failure(exc: Exception, log) -> int:
     if isinstance(exc, ConfigError):
         log.error("configuration error: %s", exc)
         return exitcodes.CONFIG
-    try:
-        from varaverk.embedding import EmbeddingError, EmbeddingUnavailable
-    except ImportError:  # pragma: no cover - the embedding module is part of the package
-        EmbeddingError = EmbeddingUnavailable = ()  # type: ignore[assignment]
+    from varaverk.embedding import EmbeddingError, EmbeddingUnavailable
+
     if isinstance(exc, EmbeddingUnavailable):
         log.error("embedding server unavailable: %s — nothing was written, the previous index "
                   "is unchanged", exc)
