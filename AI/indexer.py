@@ -58,7 +58,9 @@ class IndexReport:
             re-embedded).
         skipped: ``[(path, reason)]`` for tracked paths not indexed (all of them, every run).
         deleted: paths removed from the index (no longer tracked).
-        files_read: files opened this run. chunks_embedded: vectors stored this run.
+        files_read: files opened this run. chunks_embedded: vectors computed this run.
+        chunks_reused: chunks of changed files whose text (with context) was already in the
+            index, so their stored vector was kept instead of being computed again.
         chunks_failed: chunks that got no vector; failures: ``[(path, message)]`` for them.
         embed_calls: ``Embedder.embed`` calls made. head: HEAD's SHA (None: no commits).
         wrote: whether the index was written. locked: whether the lock was taken.
@@ -76,6 +78,7 @@ class IndexReport:
     deleted: list[str] = field(default_factory=list)
     files_read: int = 0
     chunks_embedded: int = 0
+    chunks_reused: int = 0
     chunks_failed: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
     embed_calls: int = 0
@@ -98,6 +101,8 @@ class IndexReport:
                  f"{self.indexed} indexed", f"{self.unchanged + self.rehashed} unchanged",
                  f"{len(self.skipped)} skipped", f"{len(self.deleted)} deleted",
                  f"{self.chunks_embedded} chunks embedded"]
+        if self.chunks_reused:
+            parts.append(f"{self.chunks_reused} unchanged chunks reused")
         if self.chunks_failed:
             parts.append(f"{self.chunks_failed} chunks failed")
         verb = "rebuilt" if self.force else "refreshed" if self.wrote else "up to date"
@@ -148,12 +153,38 @@ def _skip_unchanged(entry: _Entry, stored: FileState | None) -> bool:
         and stored.kind == entry.kind
 
 
+CHUNKER_MODULES = ("chunking", "script_headers", "markdown_sections", "conf_templates")
+
+
+def chunker_stamp() -> str:
+    """A checksum of the chunkers' source code (CRC-32, hex).
+
+    Stored in the index; when an upgrade changes the chunkers, the next refresh re-reads and
+    re-chunks every document instead of trusting chunks made by the old rules. Chunks whose
+    text comes out the same keep their vectors, so only what really changed is embedded.
+    """
+    import binascii
+
+    from varaverk import chunking
+
+    folder = Path(chunking.__file__).parent
+    crc = 0
+    for name in CHUNKER_MODULES:
+        try:
+            crc = binascii.crc32((folder / f"{name}.py").read_bytes(), crc)
+        except OSError:  # a module missing from this installation
+            crc = binascii.crc32(name.encode(), crc)
+    return f"{crc:08x}"
+
+
 def _config_key(settings) -> tuple[str, str]:
     return settings.ai_embed_backend, settings.ai_embed_model.strip()
 
 
 def _needs_work(settings, listing, entries, states, meta) -> bool:
     if (listing.head or "") != meta.get("head", ""):
+        return True
+    if states and meta.get("chunker") != chunker_stamp():
         return True
     if meta.get("embed_backend") and (meta.get("config_backend"), meta.get("config_model")) \
             != _config_key(settings):
@@ -293,6 +324,11 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
     root = listing.root
     states = {} if force else idx.file_states()
     meta = idx.meta()
+    stamp = chunker_stamp()
+    # New chunking rules: re-chunk every document (unchanged chunk texts keep their vectors).
+    rechunk = bool(states) and meta.get("chunker") != stamp
+    if rechunk:
+        log.info("the chunkers changed since the last run: every document is re-chunked")
     if not force and (meta.get("config_backend"), meta.get("config_model")) != _config_key(settings):
         _check_embedder(settings, idx, meta, get_embedder)
 
@@ -316,7 +352,7 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
                                                  entry.reason))
             continue
         st = entry.st
-        if _stat_unchanged(entry, stored):
+        if not rechunk and _stat_unchanged(entry, stored):
             report.unchanged += 1
             if stored.status == "skipped":
                 report.skipped.append((entry.path, stored.reason))
@@ -333,8 +369,8 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
             continue
         report.files_read += 1
         sha = _sha256(data)
-        if stored is not None and stored.sha256 == sha and stored.status != "partial" \
-                and stored.kind == entry.kind:
+        if not rechunk and stored is not None and stored.sha256 == sha \
+                and stored.status != "partial" and stored.kind == entry.kind:
             # Same content under a new mtime: record the new stat, keep chunks and vectors.
             report.rehashed += 1
             if stored.status == "skipped":
@@ -377,9 +413,13 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
             _check_embedder(settings, idx, meta, get_embedder)
             if meta.get("embed_backend"):
                 expect = (meta, int(meta.get("embed_dimension") or 0))
+        reused = {} if force else _reusable_vectors(idx, pending)
+        report.chunks_reused = len(reused)
         embed_started = time.monotonic()
-        vectors, failures = _embed_all(emb, [c for p in pending for c in p.chunks], progress,
-                                       report, expect)
+        vectors, failures = _embed_all(
+            emb, [c for p in pending for c in p.chunks if id(c) not in reused], progress,
+            report, expect)
+        vectors.update(reused)
         report.timings["embed"] = time.monotonic() - embed_started
         for item in pending:
             stored_chunks, failed = [], []
@@ -404,10 +444,11 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
                 changes.file_rows.append(FileRow(item.path, item.kind, item.size, item.mtime_ns,
                                                  item.sha256, "indexed", "", len(stored_chunks),
                                                  item.encoding))
-        report.chunks_embedded = len(changes.new_chunks)
+        report.chunks_embedded = len(changes.new_chunks) - report.chunks_reused
         report.chunks_failed = len(report.failures)
         if changes.new_chunks:
-            changes.embedder = (emb.backend, emb.model, emb.dimension)
+            # The dimension is read off the vectors when they are written (no probe request).
+            changes.embedder = (emb.backend, emb.model, None)
     elif force:
         emb = get_embedder()
         changes.embedder = (emb.backend, emb.model, None)
@@ -421,7 +462,7 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
     report.seconds = time.monotonic() - started
     backend, model = _config_key(settings)
     changes.meta.update(
-        head=listing.head or "", repo_root=str(root), built_at=_utc_now(),
+        head=listing.head or "", repo_root=str(root), built_at=_utc_now(), chunker=stamp,
         config_backend=backend, config_model=model, last_run="force" if force else "incremental")
     if changes.new_chunks or force:
         changes.meta["build_seconds"] = f"{report.seconds:.3f}"
@@ -430,6 +471,24 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
     report.timings["write"] = time.monotonic() - write_started
     report.seconds = time.monotonic() - started
     report.wrote = True
+
+
+def _reusable_vectors(idx: Index, pending: list) -> dict[int, list]:
+    """``{id(chunk): [(chunk, stored vector)]}`` for new chunks whose embed text (context and
+    text) is already stored for the same path: the same model gives the same vector, so it is
+    kept instead of being computed again."""
+    import numpy as np
+
+    reused: dict[int, list] = {}
+    for item in pending:
+        old = idx.stored_vectors(item.path)
+        if not old:
+            continue
+        for chunk in item.chunks:
+            blob = old.get(chunk.embed_text)
+            if blob is not None:
+                reused[id(chunk)] = [(chunk, np.frombuffer(blob, dtype="<f4"))]
+    return reused
 
 
 def _skip_read(changes: IndexChanges, report: IndexReport, entry: _Entry, st, sha: str,

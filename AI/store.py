@@ -429,6 +429,14 @@ class Index:
                 " meta FROM chunks WHERE path = ? ORDER BY start_line, part, id", (path,)).fetchall()
         return [_stored(r) for r in rows]
 
+    def stored_vectors(self, path: str) -> dict[str, bytes]:
+        """``{embed_text: vector BLOB}`` of one file's stored chunks (``context\ntext``, as
+        ``Chunk.embed_text`` builds it), for reusing vectors of chunks that did not change."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT context, text, vec FROM chunks WHERE path = ?", (path,)).fetchall()
+        return {f"{context}\n{text}": vec for context, text, vec in rows}
+
     def fts_search(self, query: str, limit: int) -> list[tuple[int, float]]:
         """Lexical search: ``[(chunk id, score)]``, best first, at most ``limit``.
 

@@ -95,15 +95,30 @@ def test_changing_one_file_re_embeds_only_its_chunks(lab):
     server.requests.clear()
     new = HEADER.format(purpose="Stops the mover before backups and scrubs.", timeout=600)
     (repo / "Tools/mover_stop.sh").write_text(new)
+    old = chunk_document("Tools/mover_stop.sh", "header", FILES["Tools/mover_stop.sh"],
+                         max_tokens=256, count_tokens=len)
     report = indexer.refresh(settings, progress=False)
     assert report.files_read == 1 and report.indexed == 1 and report.unchanged == 3
     embedded = embed_inputs(server)
     expected = chunk_document("Tools/mover_stop.sh", "header", new, max_tokens=256,
                               count_tokens=len)
-    assert sorted(embedded) == sorted(c.embed_text for c in expected)
-    assert all(t.startswith("Tools/mover_stop.sh") for t in embedded)
+    changed = [c.embed_text for c in expected if c.embed_text not in {o.embed_text for o in old}]
+    # Only the chunks whose text changed are embedded (PURPOSE and MOVER_STOP_TIMEOUT); the
+    # unchanged MOVER_LOG paragraph keeps its stored vector.
+    assert sorted(embedded) == sorted(changed) and len(changed) == 2
+    assert report.chunks_embedded == 2 and report.chunks_reused == len(expected) - 2
     texts = _chunk_texts(settings)["Tools/mover_stop.sh"]
+    assert len(texts) == len(expected)
     assert any("(default: 600)" in t for t in texts) and not any("(default: 300)" in t for t in texts)
+    with Index.open(settings.index_path, readonly=True) as idx:  # reused vectors are intact
+        table = idx.vector_table()
+        by_id = {c.id: c for c in idx.get_chunks(table.ids)}
+        from tests.support.model_server import embed_vector
+        import numpy as np
+        for row, cid in enumerate(table.ids):
+            want = np.asarray(embed_vector(by_id[int(cid)].embed_text, 64))
+            np.testing.assert_allclose(table.matrix[row], want / np.linalg.norm(want),
+                                       rtol=1e-5, atol=1e-6)
 
 
 def test_same_content_new_mtime_costs_a_hash_not_an_embedding(lab):
@@ -452,3 +467,16 @@ def test_a_zero_or_nan_vector_is_never_stored_even_if_an_embedder_returns_one(tm
     assert all("zero or non-finite" in m for _, m in report.failures)
     (blob,), = _rows(settings, "SELECT vec FROM chunks")
     np.testing.assert_allclose(np.frombuffer(blob, "<f4"), [0.6, 0.8, 0, 0], rtol=1e-6)
+
+
+def test_changed_chunkers_re_chunk_everything_but_embed_only_new_texts(lab, monkeypatch):
+    repo, settings, server = lab
+    indexer.refresh(settings, progress=False)
+    server.requests.clear()
+    monkeypatch.setattr(indexer, "chunker_stamp", lambda: "new-rules")
+    report = indexer.refresh(settings, progress=False)
+    assert report.files_read == 4 and report.indexed == 4 and report.wrote
+    assert report.chunks_embedded == 0 and report.chunks_reused > 0
+    assert embed_inputs(server) == []  # same chunk texts: every vector reused
+    assert Index.open(settings.index_path, readonly=True).meta()["chunker"] == "new-rules"
+    assert indexer.refresh(settings, progress=False).files_read == 0  # settled again
