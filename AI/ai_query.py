@@ -145,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--history", metavar="FILE",
                    help="JSON list of {role, content}: the conversation so far")
     p.add_argument("--profile", default="varaverk", help="chat profile (default varaverk)")
+    p.add_argument("--log", metavar="PATH",
+                   help="with --profile troubleshoot: the log to read first (only from under "
+                        "AI_TROUBLESHOOT_LOG_DIRS)")
     p.add_argument("--show-reasoning", action="store_true",
                    help="print the model's reasoning (dimmed, stderr)")
     p.add_argument("--token-db", metavar="PATH", help="append a ledger row per completed answer")
@@ -299,7 +302,8 @@ def _answer(args, settings, retriever, question, history, filters) -> int:
     from varaverk_tools.ai_chat_worker import TurnRequest, run_turn
 
     request = TurnRequest(profile=args.profile, question=question, history=history,
-                          kind=args.kind, section=args.section, k=filters["k"], source="cli")
+                          kind=args.kind, section=args.section, k=filters["k"],
+                          log_path=args.log, source="cli")
     tty = sys.stdout.isatty()
     err_tty = sys.stderr.isatty()
     out: dict = {"query": question, "search_query": question, "mode": "answer",

@@ -84,23 +84,20 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import sys
 import time
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 from varaverk import exitcodes
 from varaverk.prompts import build_messages, context_budget, format_context
 from varaverk.rewrite import looks_dependent, standalone_query
 from varaverk.search import NOT_COVERED, citations
+from varaverk.shell_scan import scan
+from varaverk_dock.profiles import CODE_SCANNING, RETRIEVAL
 
 log = logging.getLogger("varaverk.worker")
-
-SHELL_FENCE = re.compile(r"```[ \t]*(bash|sh|shell|zsh|console|terminal)?[ \t]*\n(.*?)```",
-                         re.DOTALL | re.IGNORECASE)
-
 
 @dataclass
 class TurnRequest:
@@ -158,38 +155,12 @@ class TurnEvent:
                           default=str)
 
 
-def _plain(obj: Any) -> Any:
-    if is_dataclass(obj):
-        return asdict(obj)
-    if isinstance(obj, dict):
-        return obj
-    return {k: getattr(obj, k) for k in ("line", "reason", "snippet") if hasattr(obj, k)}
-
-
-def _scan_shell(answer: str) -> list[dict] | None:
-    """Findings for every fenced shell block of ``answer``; None when no scanner exists."""
-    try:
-        from varaverk.shell_scan import scan
-    except ImportError:
-        return None
-    findings: list[dict] = []
-    for block, m in enumerate(SHELL_FENCE.finditer(answer), start=1):
-        for finding in scan(m.group(2)):
-            item = _plain(finding)
-            item["block"] = block
-            findings.append(item)
-    return findings
-
-
 def _gather(profile, request: TurnRequest, settings):
-    """Capability evidence for profiles holding more than retrieval (None when not wired)."""
-    from varaverk_dock.profiles import CODE_SCANNING, RETRIEVAL
+    """Capability evidence for profiles holding more than retrieval; None for the others."""
     if not (set(profile.capabilities) - {RETRIEVAL, CODE_SCANNING}):
         return None
-    try:
-        from varaverk_dock.capabilities import gather_context
-    except ImportError:
-        return None
+    # Imported here: psutil and the log readers cost start-up time the other profiles skip.
+    from varaverk_dock.capabilities import gather_context
     return gather_context(profile, request, settings)
 
 
@@ -345,17 +316,20 @@ def run_turn(request: TurnRequest, settings, *, retriever=None, chat_client=None
     if completion.first_token_s is not None:
         timings["first_token_s"] = round(completion.first_token_s, 4)
 
-    if profile.name == "code":
-        findings = _scan_shell(completion.answer)
-        if findings is not None:
-            yield TurnEvent("findings", {"findings": findings})
+    if profile.holds(CODE_SCANNING):
+        # The whole answer: the scanner finds its fenced and indented shell itself and
+        # reports the answer's own line numbers.
+        findings = [asdict(f) for f in scan(completion.answer, markdown=True)]
+        yield TurnEvent("findings", {"findings": findings})
 
     if ledger_path:
         try:
             from varaverk.ledger import append_row, row_from_completion
             row = row_from_completion(completion, host or settings.ai_host_name,
                                       profile.name, request.source)
-            append_row(ledger_path, row, retain_rows=settings.ai_token_retain_rows)
+            # The dock prunes its ledger; the CLI never does (a shell user's file is theirs).
+            retain = None if request.source == "cli" else settings.ai_token_retain_rows
+            append_row(ledger_path, row, retain_rows=retain)
         except Exception as exc:
             log.warning("ledger row not written to %s: %s", ledger_path, exc)
     timings["total_s"] = round(time.monotonic() - t0, 4)

@@ -30,6 +30,7 @@ def run(settings, *args, enabled=True, timeout=300):
         "AI_GEN_BACKEND": "ollama", "AI_GEN_MODEL": "m",
         "AI_OLLAMA_HOSTS": " ".join(settings.ai_ollama_hosts),
         "AI_HTTP_TIMEOUT": "10",
+        "AI_TROUBLESHOOT_LOG_DIRS": " ".join(settings.ai_troubleshoot_log_dirs),
     })
     return subprocess.run([sys.executable, str(ENTRY), *args], capture_output=True, text=True,
                           env=env, timeout=timeout)
@@ -183,3 +184,24 @@ def test_search_with_ai_disabled_never_contacts_a_remote_embedder(hl_settings, m
     assert out.returncode == 0
     assert "AI_ENABLED is false" in out.stderr and out.stdout == ""
     assert model_server.requests == []
+
+
+def test_troubleshoot_reads_the_named_log_first(served, model_server, tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "rsync_mirror.log"
+    log.write_text("2026-11-29 02:00:01 start\n"
+                   "2026-11-29 02:00:09 ERROR delete ratio 31% above ceiling, share skipped\n")
+    env_settings = served.replace(ai_troubleshoot_log_dirs=(str(logs),))
+    out = run(env_settings, "--profile", "troubleshoot", "--log", str(log),
+              "why was the photos share skipped")
+    prompt = json.dumps(model_server.requests_to("/api/chat")[-1].json["messages"])
+    assert out.returncode == 0, out.stderr
+    assert "delete ratio 31% above ceiling" in prompt
+    outside = tmp_path / "elsewhere.log"
+    outside.write_text("ERROR secret-looking line outside the log folders\n")
+    refused = run(env_settings, "--profile", "troubleshoot", "--log", str(outside),
+                  "why did it fail")
+    sent = [json.dumps(r.json["messages"]) for r in model_server.requests_to("/api/chat")]
+    assert len(sent) == 2 and not any("outside the log folders" in p for p in sent)
+    assert "resolves outside the configured log folders" in refused.stderr

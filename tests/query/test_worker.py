@@ -135,7 +135,9 @@ def test_code_profile_scans_fenced_shell(settings, retriever, model_server):
     assert "sources" not in t
     assert t[-2:] == ["findings", "done"]
     findings = evs[-2].data["findings"]
-    assert findings and all({"line", "reason", "snippet", "block"} <= set(f) for f in findings)
+    # Line numbers are the answer's own: the rm sits on line 3 of the answer.
+    assert [(f["line"], f["snippet"]) for f in findings] == [(3, 'rm -rf "$DIR"/')]
+    assert findings[0]["reason"]
 
 
 def test_unknown_profile(settings, retriever):
@@ -185,3 +187,21 @@ def test_worker_cli_reads_a_request_and_writes_ndjson(settings, model_server, tm
     bad = subprocess.run([sys.executable, str(entry)], input="{}", capture_output=True,
                          text=True, env=env, timeout=300)
     assert bad.returncode == 2
+
+
+def test_cli_ledger_rows_are_never_pruned_but_dock_rows_are(settings, retriever, model_server,
+                                                           tmp_path):
+    ledger = tmp_path / "tokens.db"
+    old = "2025-01-01|00:00:00|hostA|varaverk|cli|1|1|1.0\n"
+    ledger.write_text(old * 50)
+    tight = settings.replace(ai_token_retain_rows=10)
+    question = "What stops rsync and the mover running at once?"
+    model_server.script(content=["Held."])
+    events(TurnRequest("varaverk", question, source="cli"), tight, retriever, ledger_path=ledger)
+    assert len(ledger.read_text().splitlines()) == 51
+    # 51 rows are past the prune threshold of 10 retained rows: the dock's append prunes.
+    model_server.script(content=["Held."])
+    events(TurnRequest("varaverk", question, source="webgui"), tight, retriever,
+           ledger_path=ledger)
+    rows = ledger.read_text().splitlines()
+    assert len(rows) == 10 and rows[-1].split("|")[4] == "webgui"
