@@ -35,12 +35,13 @@ import fcntl
 import math
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from dotenv import dotenv_values
+
+from varaverk.atomic_files import write_atomic
 
 FIELDS = ("date", "time", "host", "profile", "source", "prompt_tokens", "completion_tokens",
           "tok_s")
@@ -363,23 +364,9 @@ def _prune_locked(path: Path, fd: int, retain_rows: int) -> bool:
     if len(lines) <= retain_rows:
         return False
     keep = lines[-retain_rows:]
-    mode = os.fstat(fd).st_mode & 0o777
-    tmp_fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".prune", dir=path.parent)
-    try:
-        with os.fdopen(tmp_fd, "wb") as tmp:
-            tmp.writelines(keep)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.chmod(tmp_name, mode)
-        # Appenders waiting on the old inode's lock see the rename when they get the lock and
-        # re-open the new file (see _open_locked), so their rows are not lost.
-        os.replace(tmp_name, path)
-    except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
-        raise
+    # Appenders waiting on the old inode's lock see the rename when they get the lock and
+    # re-open the new file (see _open_locked), so their rows are not lost.
+    write_atomic(path, b"".join(keep), mode=os.fstat(fd).st_mode & 0o777)
     return True
 
 

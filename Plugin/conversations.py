@@ -23,13 +23,14 @@ import logging
 import os
 import re
 import secrets as _random
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from filelock import FileLock
+
+from varaverk.atomic_files import write_atomic
 
 from varaverk_dock.security import valid_chat_id
 
@@ -295,24 +296,7 @@ class ChatStore:
         self._ensure_dir()
         target = self.path_of(chat.id)
         payload = json.dumps(chat.to_json(), ensure_ascii=False, indent=1).encode("utf-8")
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{chat.id}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(payload)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
-        dir_fd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)  # the rename itself survives a power cut
-        finally:
-            os.close(dir_fd)
+        write_atomic(target, payload, mode=None)
 
     def create(self, messages: list[dict] | None = None, profile: str = "") -> Chat:
         """Store a new chat (an import, or an empty one) after validating every message.

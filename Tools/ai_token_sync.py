@@ -108,7 +108,6 @@ import logging
 import os
 import stat
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,6 +115,7 @@ import filelock
 import httpx
 
 from varaverk import exitcodes, ledger
+from varaverk.atomic_files import write_atomic
 from varaverk.config import ConfigError, Settings, load_settings
 from varaverk.logs import setup_logging
 
@@ -185,23 +185,6 @@ def _load_validators(cache_file: Path, url: str) -> dict[str, str]:
     return headers
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def validate_ledger(data: bytes, content_type: str, slot: str) -> list[str]:
     """Check a partner's answer before it may replace the cache; returns line problems.
 
@@ -258,10 +241,10 @@ def sync_partner(client: httpx.Client, slot: str, base_url: str, settings: Setti
         problems = validate_ledger(data, response_headers.get("Content-Type", ""), slot)
     except InvalidLedger as exc:
         return FAILED, f"{url}: {exc}; cached copy left alone"
-    _write_atomic(cache_file, data)
+    write_atomic(cache_file, data)
     meta = {"url": url, "etag": response_headers.get("ETag", ""),
             "last_modified": response_headers.get("Last-Modified", "")}
-    _write_atomic(_sidecar(cache_file), json.dumps(meta).encode("utf-8"))
+    write_atomic(_sidecar(cache_file), json.dumps(meta).encode("utf-8"))
     note = f"; {len(problems)} malformed line(s) will be skipped" if problems else ""
     return UPDATED, f"{url}: {len(data)} bytes cached in {cache_file}{note}"
 

@@ -14,7 +14,6 @@ Contract:
 from __future__ import annotations
 
 import logging
-import os
 import platform
 import re
 import secrets as _random
@@ -23,6 +22,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from varaverk.atomic_files import write_atomic
 from varaverk_dock.profiles import BUG_FILING
 
 from .redaction import known_secrets, scrub
@@ -119,25 +119,6 @@ def _markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def save_bug_report(settings, draft, confirmed: bool, *, profile) -> Path | None:
     """Write ``draft`` to ``AI_DATA_DIR/bug_reports/`` when ``confirmed`` is True.
 
@@ -157,6 +138,6 @@ def save_bug_report(settings, draft, confirmed: bool, *, profile) -> Path | None
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     slug = re.sub(r"[^a-z0-9]+", "-", report["title"].lower()).strip("-")[:50] or "report"
     path = folder / f"{stamp}-{slug}-{_random.token_hex(3)}.md"
-    _atomic_write(path, _markdown(report))
+    write_atomic(path, _markdown(report).encode("utf-8"), mode=0o600)
     log.info("bug filing: wrote %s", path)
     return path
