@@ -283,3 +283,43 @@ def test_harborlab_killed_rebuild_leaves_the_index_usable(harborlab_indexed, tmp
     assert not log.exists() or "index rebuilt" not in log.read_text()
     status = run_index(copy, "--status")  # the lock died with its holder
     assert status.returncode == 0 and "up to date with the repository" in status.stdout
+
+
+def _run_on_a_terminal(settings, *args: str) -> tuple[int, str]:
+    """Run ai-index with stdout and stderr on a pseudo-terminal 120 columns wide."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    proc = subprocess.Popen([sys.executable, str(ENTRY), *args], env=cli_env(settings),
+                            stdout=slave, stderr=slave)
+    os.close(slave)
+    out = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 60)
+        if not ready:
+            break
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # the terminal closed with the process
+            break
+        if not data:
+            break
+        out += data
+    os.close(master)
+    return proc.wait(timeout=60), out.decode("utf-8", "replace")
+
+
+def test_progress_bar_on_a_terminal_only(tmp_path, model_server):
+    repo = make_repo(tmp_path / "r", {f"Docs/README-{i}.md": f"# T{i}\nText {i}.\n" for i in range(5)})
+    settings = make_settings(repo, tmp_path, model_server)
+    rc, out = _run_on_a_terminal(settings, "--force")
+    assert rc == 0 and "embedding:" in out and "5/5" in out and "chunk/s" in out
+    rc, out = _run_on_a_terminal(settings, "--force", "-q")
+    assert rc == 0 and "embedding:" not in out
+    proc = run_index(settings, "--force")  # stderr is a pipe: no bar
+    assert proc.returncode == 0 and "embedding:" not in proc.stderr
