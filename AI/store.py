@@ -46,19 +46,19 @@ SCHEMA_VERSION = 1
 FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
 
 
-class IndexError_(Exception):
+class IndexStoreError(Exception):
     """Base of the index errors (not the builtin ``IndexError``)."""
 
 
-class IndexMissing(IndexError_):
+class IndexMissing(IndexStoreError):
     """No index exists at the path yet: run ``ai-index``."""
 
 
-class IndexMismatch(IndexError_):
+class IndexMismatch(IndexStoreError):
     """The index was built with another embedding backend, model or dimension (B20)."""
 
 
-class IndexCorrupt(IndexError_):
+class IndexCorrupt(IndexStoreError):
     """The file is not a Varaverk index, or was written by a newer version."""
 
 
