@@ -177,6 +177,55 @@ def chunker_stamp() -> str:
     return f"{crc:08x}"
 
 
+def _read(root: Path, entry: _Entry) -> tuple[bytes | None, str]:
+    """A document's bytes, or ``(None, reason)`` when it cannot be read (logged)."""
+    try:
+        with open(root / entry.path, "rb") as fh:
+            return fh.read(), ""
+    except OSError as exc:
+        reason = f"{sources.REASON_UNREADABLE}: {exc.strerror or exc}"
+        log.warning("%s: %s", entry.path, reason)
+        return None, reason
+
+
+def _decode_and_chunk(entry: _Entry, data: bytes, count_tokens, max_tokens: int
+                      ) -> tuple[sources.Decoded, list, str]:
+    """Decode and chunk one document: ``(decoded, chunks, skip reason or "")``.
+
+    Shared by ``refresh`` and ``plan`` so a dry run predicts exactly what a run stores.
+    """
+    decoded = sources.decode(data)
+    if decoded.text is None:
+        log.warning("%s: skipped: %s", entry.path, decoded.warning)
+        return decoded, [], decoded.warning
+    if decoded.warning:
+        log.warning("%s: %s", entry.path, decoded.warning)
+    from varaverk.chunking import chunk_document
+
+    chunks = chunk_document(entry.path, entry.kind, decoded.text, max_tokens=max_tokens,
+                            count_tokens=count_tokens)
+    if not chunks:
+        return decoded, [], REASON_NO_HEADER if entry.kind == "header" else REASON_NO_TEXT
+    return decoded, chunks, ""
+
+
+def _differences(entries: list[_Entry], states: dict) -> tuple[list[str], list[str], list[str]]:
+    """``(changed, added, removed)`` paths between the classified tracked paths and the stored
+    rows, by ``lstat`` only (nothing is read)."""
+    changed, added = [], []
+    for entry in entries:
+        stored = states.get(entry.path)
+        if stored is None:
+            added.append(entry.path)
+        elif entry.reason:
+            if not _skip_unchanged(entry, stored):
+                changed.append(entry.path)
+        elif not _stat_unchanged(entry, stored):
+            changed.append(entry.path)
+    current = {e.path for e in entries}
+    return changed, added, sorted(p for p in states if p not in current)
+
+
 def _config_key(settings) -> tuple[str, str]:
     return settings.ai_embed_backend, settings.ai_embed_model.strip()
 
@@ -189,16 +238,7 @@ def _needs_work(settings, listing, entries, states, meta) -> bool:
     if meta.get("embed_backend") and (meta.get("config_backend"), meta.get("config_model")) \
             != _config_key(settings):
         return True
-    current = set()
-    for entry in entries:
-        current.add(entry.path)
-        stored = states.get(entry.path)
-        if entry.reason:
-            if not _skip_unchanged(entry, stored):
-                return True
-        elif not _stat_unchanged(entry, stored):
-            return True
-    return any(path not in current for path in states)
+    return any(_differences(entries, states))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,12 +397,8 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
             if stored.status == "skipped":
                 report.skipped.append((entry.path, stored.reason))
             continue
-        try:
-            with open(root / entry.path, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            reason = f"{sources.REASON_UNREADABLE}: {exc.strerror or exc}"
-            log.warning("%s: %s", entry.path, reason)
+        data, reason = _read(root, entry)
+        if data is None:
             report.skipped.append((entry.path, reason))
             changes.replace_chunks_of.append(entry.path)
             changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped", reason))
@@ -379,21 +415,11 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
                                              sha, stored.status, stored.reason,
                                              stored.chunk_count, stored.encoding))
             continue
-        decoded = sources.decode(data)
-        if decoded.text is None:
-            log.warning("%s: skipped: %s", entry.path, decoded.warning)
-            _skip_read(changes, report, entry, st, sha, decoded.warning, decoded.encoding)
-            continue
-        if decoded.warning:
-            log.warning("%s: %s", entry.path, decoded.warning)
-        from varaverk.chunking import chunk_document
-
         emb = get_embedder()
-        chunks = chunk_document(entry.path, entry.kind, decoded.text, max_tokens=emb.max_tokens,
-                                count_tokens=emb.count_tokens)
-        if not chunks:
-            reason = REASON_NO_HEADER if entry.kind == "header" else REASON_NO_TEXT
-            log.info("%s: skipped: %s", entry.path, reason)
+        decoded, chunks, reason = _decode_and_chunk(entry, data, emb.count_tokens, emb.max_tokens)
+        if reason:
+            if decoded.text is not None:
+                log.info("%s: skipped: %s", entry.path, reason)
             _skip_read(changes, report, entry, st, sha, reason, decoded.encoding)
             continue
         pending.append(_Pending(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,
@@ -627,32 +653,15 @@ def plan(settings, count_tokens: Callable[[str], int] | None = None, max_tokens:
         "files": [{"path", "kind", "chunks", "encoding"}], "skipped": [{"path", "kind",
         "reason"}], "chunks"}``.
     """
-    from varaverk.chunking import chunk_document
-
     listing = sources.list_tracked(settings.ai_repo_root)
     entries = _classify(listing, sources.KindMatcher.from_settings(settings))
     kinds: dict[str, dict[str, int]] = {k: {"files": 0, "chunks": 0} for k in sources.KINDS}
     files, skipped = [], []
     for entry in entries:
-        if entry.reason:
-            skipped.append({"path": entry.path, "kind": entry.kind, "reason": entry.reason})
-            continue
-        try:
-            data = (listing.root / entry.path).read_bytes()
-        except OSError as exc:
-            skipped.append({"path": entry.path, "kind": entry.kind,
-                            "reason": f"{sources.REASON_UNREADABLE}: {exc.strerror or exc}"})
-            continue
-        decoded = sources.decode(data)
-        if decoded.text is None:
-            skipped.append({"path": entry.path, "kind": entry.kind, "reason": decoded.warning})
-            continue
-        if decoded.warning:
-            log.warning("%s: %s", entry.path, decoded.warning)
-        chunks = chunk_document(entry.path, entry.kind, decoded.text, max_tokens=max_tokens,
-                                count_tokens=count_tokens)
-        if not chunks:
-            reason = REASON_NO_HEADER if entry.kind == "header" else REASON_NO_TEXT
+        data, reason = (None, entry.reason) if entry.reason else _read(listing.root, entry)
+        if data is not None:
+            decoded, chunks, reason = _decode_and_chunk(entry, data, count_tokens, max_tokens)
+        if reason:
             skipped.append({"path": entry.path, "kind": entry.kind, "reason": reason})
             continue
         kinds[entry.kind]["files"] += 1
@@ -685,18 +694,7 @@ def status(settings) -> dict[str, Any]:
     meta = info["meta"]
     listing = sources.list_tracked(settings.ai_repo_root)
     entries = _classify(listing, sources.KindMatcher.from_settings(settings))
-    changed, added = [], []
-    for entry in entries:
-        stored = states.get(entry.path)
-        if stored is None:
-            added.append(entry.path)
-        elif entry.reason:
-            if not _skip_unchanged(entry, stored):
-                changed.append(entry.path)
-        elif not _stat_unchanged(entry, stored):
-            changed.append(entry.path)
-    current = {e.path for e in entries}
-    removed = sorted(p for p in states if p not in current)
+    changed, added, removed = _differences(entries, states)
     head_moved = (listing.head or "") != meta.get("head", "")
     # The settings name another embedder than the one that built the index: a refresh would
     # be refused (B20) until --force.

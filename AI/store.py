@@ -416,8 +416,7 @@ class Index:
                 part = ids[start:start + 500]
                 marks = ",".join("?" * len(part))
                 for row in self._conn.execute(
-                        "SELECT id, path, kind, section, title, start_line, end_line, part, text,"
-                        f" context, meta FROM chunks WHERE id IN ({marks})", part):
+                        f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE id IN ({marks})", part):
                     found[row[0]] = _stored(row)
         return [found[i] for i in ids if i in found]
 
@@ -425,8 +424,8 @@ class Index:
         """Every stored chunk of one file, in document order."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT id, path, kind, section, title, start_line, end_line, part, text, context,"
-                " meta FROM chunks WHERE path = ? ORDER BY start_line, part, id", (path,)).fetchall()
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks WHERE path = ? ORDER BY start_line, part, id",
+                (path,)).fetchall()
         return [_stored(r) for r in rows]
 
     def stored_vectors(self, path: str) -> dict[str, bytes]:
@@ -610,6 +609,10 @@ class IndexChanges:
     file_rows: list[FileRow] = field(default_factory=list)
     embedder: tuple[str, str, int | None] | None = None
     meta: dict[str, str] = field(default_factory=dict)
+
+
+# The columns ``_stored`` turns into a StoredChunk, in its order.
+_CHUNK_COLUMNS = "id, path, kind, section, title, start_line, end_line, part, text, context, meta"
 
 
 def _stored(row: Iterable[Any]) -> StoredChunk:
