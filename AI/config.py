@@ -16,13 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
-
-from dotenv import dotenv_values
 
 
 class ConfigError(ValueError):
@@ -30,20 +26,17 @@ class ConfigError(ValueError):
 
 
 def tool_root() -> Path:
-    """The repository the tool runs from: the git work tree holding this package's folder.
+    """The repository the tool runs from: the nearest folder above this package holding
+    ``.git`` (a folder, or a file in a worktree or submodule checkout).
 
-    Falls back to the folder above ``AI/`` when that is not a git work tree (a plain copy).
+    Falls back to the folder above ``AI/`` when there is none (a plain copy). Found by walking
+    up rather than asking git, because every command pays for this on start-up.
     """
     here = Path(__file__).resolve().parent.parent
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(here), "rev-parse", "--show-toplevel"],
-            capture_output=True, text=True, check=False, timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return here
-    top = out.stdout.strip()
-    return Path(top) if out.returncode == 0 and top else here
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return here
 
 
 def _xdg(var: str, fallback: str) -> Path:
@@ -113,7 +106,7 @@ class Settings:
     ai_min_score: float = 0.0  # 0: use the calibrated default of the search module
     ai_index_lock_timeout: float = 60.0
     ai_index_on_pull: bool = False
-    ai_host_name: str = field(default_factory=lambda: socket.gethostname().split(".")[0])
+    ai_host_name: str = field(default_factory=lambda: os.uname().nodename.split(".")[0])
     ai_token_db: Path | None = None  # None: AI_DATA_DIR/tokens.db
     ai_token_retain_rows: int = 20000
     ai_token_cache_dir: Path = Path("/tmp/varaverk-tokens")
@@ -219,6 +212,8 @@ def load_settings(config_path: str | os.PathLike | None = None,
     if explicit and not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     if path.is_file():
+        # Imported only when there is a file to parse: start-up time of every command.
+        from dotenv import dotenv_values
         try:
             parsed = dotenv_values(path, interpolate=False)
         except (OSError, UnicodeDecodeError) as exc:

@@ -1,7 +1,12 @@
-"""Logging for entry points: a rotating file under ``AI_LOG_DIR`` and stderr.
+"""Logging for entry points: a file under ``AI_LOG_DIR`` and stderr.
 
 ``setup_logging(settings, "ai-index")`` sends records of every ``varaverk*`` logger to
-``AI_LOG_DIR/ai-index.log`` (rotated at 1 MiB, 5 kept) and to stderr. Secret settings
+``AI_LOG_DIR/ai-index.log`` and to stderr. The file is rotated when a process starts (past
+1 MiB, 5 kept), not while it runs: several processes append to one log (the dock's gunicorn
+workers, a cron run beside a manual one), and a handler that renames the file under the others
+would leave them writing into a rotated copy. Appends are O_APPEND, so lines never interleave
+mid-line. This also keeps ``logging.handlers`` (and the socket module it pulls in) off the
+start-up path of every command. Secret settings
 (``AI_OPENAI_API_KEY``, ``AI_DOCK_TOKEN``, ``AI_FLEET_TOKEN``) are masked in every record, should
 one ever reach a message.
 """
@@ -9,7 +14,7 @@ one ever reach a message.
 from __future__ import annotations
 
 import logging
-import logging.handlers
+import os
 import sys
 from pathlib import Path
 
@@ -69,8 +74,9 @@ def setup_logging(settings, program: str, verbose: bool = False, quiet: bool = F
     if to_file:
         log_dir = Path(settings.ai_log_dir)
         log_dir.mkdir(parents=True, exist_ok=True)
-        fh = logging.handlers.RotatingFileHandler(log_dir / f"{program}.log", maxBytes=LOG_MAX_BYTES,
-                                                  backupCount=LOG_BACKUPS, encoding="utf-8")
+        log_file = log_dir / f"{program}.log"
+        rotate_at_start(log_file)
+        fh = logging.FileHandler(log_file, encoding="utf-8")
         fh.setLevel(logging.DEBUG if verbose else logging.INFO)
         fh.setFormatter(logging.Formatter(
             f"%(asctime)s {program}[%(process)d] %(levelname)s %(name)s: %(message)s"))
@@ -78,6 +84,26 @@ def setup_logging(settings, program: str, verbose: bool = False, quiet: bool = F
         setattr(fh, _OURS, True)
         root.addHandler(fh)
     return logging.getLogger(f"varaverk.{program.replace('-', '_')}")
+
+
+def rotate_at_start(log_file: Path, max_bytes: int = LOG_MAX_BYTES,
+                    backups: int = LOG_BACKUPS) -> None:
+    """Shift ``log_file`` to ``.1`` (``.1`` to ``.2`` ... dropping ``.<backups>``) when it has
+    grown past ``max_bytes``. A race between two starting processes costs at most one extra
+    shift; a missing file is fine."""
+    try:
+        if log_file.stat().st_size <= max_bytes:
+            return
+    except FileNotFoundError:
+        return
+    for n in range(backups - 1, 0, -1):
+        older = log_file.with_name(f"{log_file.name}.{n}")
+        if older.exists():
+            os.replace(older, log_file.with_name(f"{log_file.name}.{n + 1}"))
+    try:
+        os.replace(log_file, log_file.with_name(f"{log_file.name}.1"))
+    except FileNotFoundError:
+        pass
 
 
 class _StderrFormatter(logging.Formatter):

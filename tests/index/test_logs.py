@@ -32,3 +32,20 @@ def test_quiet_and_no_file(tmp_path, capsys):
     log.error("shown")
     assert capsys.readouterr().err == "ai-index: error: shown\n"
     assert not (tmp_path / "log").exists()
+
+
+def test_a_grown_log_is_rotated_when_the_next_run_starts(tmp_path):
+    from varaverk.logs import rotate_at_start
+
+    log_file = tmp_path / "ai-index.log"
+    log_file.write_bytes(b"x" * 200)
+    (tmp_path / "ai-index.log.1").write_bytes(b"older")
+    rotate_at_start(log_file, max_bytes=100, backups=3)
+    assert not log_file.exists()
+    assert (tmp_path / "ai-index.log.1").read_bytes() == b"x" * 200
+    assert (tmp_path / "ai-index.log.2").read_bytes() == b"older"
+    small = tmp_path / "small.log"
+    small.write_bytes(b"tiny")
+    rotate_at_start(small, max_bytes=100)
+    assert small.read_bytes() == b"tiny" and not (tmp_path / "small.log.1").exists()
+    rotate_at_start(tmp_path / "missing.log")  # no file yet: nothing to do, no error
