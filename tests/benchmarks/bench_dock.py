@@ -1,6 +1,6 @@
 """Dock benchmarks (run on demand, never in the unit suite)::
 
-    /work/venv/bin/python -m tests.benchmarks.bench_dock [--rounds 30] [--streams 50]
+    python -m tests.benchmarks.bench_dock [--rounds 30] [--streams 50]
 
 1. Time to first token through the dock minus direct to the model server (target ≤ 30 ms):
    the same question streamed N times straight from the fake Ollama server's /api/chat, and N

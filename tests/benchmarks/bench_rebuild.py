@@ -8,7 +8,7 @@ each is compared, so the shared machine's load hits both alike. Also prints the 
 phases and the wall time of the ``ai-index --force`` subprocess (adds Python start-up and the
 model load).
 
-    /work/venv/bin/python tests/benchmarks/bench_rebuild.py [--rounds 2]
+    python -m tests.benchmarks.bench_rebuild [--rounds 2]
 """
 
 from __future__ import annotations
@@ -22,13 +22,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
 
-from tests.support.repos import make_harborlab  # noqa: E402
-from varaverk import indexer, sources  # noqa: E402
-from varaverk.chunking import chunk_document  # noqa: E402
-from varaverk.config import Settings  # noqa: E402
-from varaverk.embedding import make_embedder  # noqa: E402
+from tests.support.repos import make_harborlab
+from varaverk import indexer, sources
+from varaverk.chunking import chunk_document
+from varaverk.config import Settings
+from varaverk.embedding import make_embedder
 
 
 def chunk_texts(settings, emb) -> list[str]:

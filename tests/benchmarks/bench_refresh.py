@@ -8,7 +8,7 @@ The index is built first with the fake model server (the backend never matters t
 which never builds an embedder; the server is stopped before timing to prove it). Use
 ``--local`` to build it with the offline embedder instead (slower).
 
-    /work/venv/bin/python tests/benchmarks/bench_refresh.py [--runs 30] [--local]
+    python -m tests.benchmarks.bench_refresh [--runs 30] [--local]
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
 
-from tests.support.repos import make_harborlab  # noqa: E402
+from tests.support.repos import make_harborlab
 
 FLOOR = """
 import os, subprocess
