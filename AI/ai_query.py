@@ -248,18 +248,11 @@ def main(argv: list[str] | None = None) -> int:
     from varaverk.search import Retriever
     try:
         retriever = Retriever(settings)
-    except IndexMissing as exc:
+    except (IndexMissing, IndexCorrupt, IndexMismatch, EmbeddingUnavailable) as exc:
         print(f"ai-query: {exc}", file=sys.stderr)
-        return exitcodes.NO_INDEX
-    except IndexCorrupt as exc:
-        print(f"ai-query: {exc}", file=sys.stderr)
-        return exitcodes.NO_INDEX
-    except IndexMismatch as exc:
-        print(f"ai-query: {exc}", file=sys.stderr)
-        return exitcodes.MISMATCH
-    except EmbeddingUnavailable as exc:
-        print(f"ai-query: {exc}", file=sys.stderr)
-        return exitcodes.UNAVAILABLE
+        if isinstance(exc, IndexMismatch):
+            return exitcodes.MISMATCH
+        return exitcodes.UNAVAILABLE if isinstance(exc, EmbeddingUnavailable) else exitcodes.NO_INDEX
 
     k = args.k or settings.ai_top_k or 5
     filters = {"kind": args.kind, "section": args.section, "k": k, "profile": args.profile}
