@@ -48,12 +48,15 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from varaverk.lexical import Bm25
 from varaverk.routing import route
+from varaverk.store import STOPWORDS, fts_terms
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +176,19 @@ def top_k(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndar
     k = min(k, allowed)
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
-    if k < s.size:
+    if k * 64 < s.size:
+        # Select on a threshold first: the j-th best of every 16th score leaves about 3k
+        # candidates (never fewer than k, else the full partition below), so the O(n) pass is
+        # one comparison instead of a selection over every row.
+        sample = s[::16]
+        j = min(sample.size, -(-3 * k // 16) + 1)
+        threshold = np.partition(sample, sample.size - j)[sample.size - j]
+        candidates = np.flatnonzero(s >= threshold)
+        if candidates.size >= k:
+            part = candidates[np.argpartition(-s[candidates], k - 1)[:k]]
+        else:
+            part = np.argpartition(-s, k - 1)[:k]
+    elif k < s.size:
         part = np.argpartition(-s, k - 1)[:k]
     else:
         part = np.arange(s.size)
@@ -245,17 +260,6 @@ def lexical_text(text: str) -> str:
     return " ".join(words)
 
 
-STOPWORDS = frozenset("""
-a about above after again against all am an and any are aren't as at be because been before being
-below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't
-down during each few for from further had hadn't has hasn't have haven't having he her here hers
-herself him himself his how i i'm if in into is isn't it it's its itself just let's me more most
-my myself no nor not now of off on once only or other ought our ours ourselves out over own same
-she should shouldn't so some such than that that's the their theirs them themselves then there
-there's these they this those through to too under until up very was wasn't we were weren't what
-what's when where which while who whom why will with won't would wouldn't you your yours yourself
-yourselves s t d ll m re ve y get got also use used using does did i'd i've it'll
-""".split())
 
 
 def prefer_headers(hits: list[Hit]) -> None:
@@ -289,6 +293,8 @@ class _TableCache:
     valid: np.ndarray
     row_of: dict[int, int]
     sections_upper: np.ndarray
+    ids: np.ndarray                 # int64 (n,), ascending (the table is in id order)
+    bm25: Bm25 | None = None        # in-process BM25 of the same index generation, made lazily
 
 
 class Retriever:
@@ -334,6 +340,7 @@ class Retriever:
         self.min_score = float(min_score if min_score is not None
                                else (configured if configured > 0 else DEFAULT_MIN_SCORE))
         self._cache: _TableCache | None = None
+        self._bm25_lock = threading.Lock()
 
     # -- tables ---------------------------------------------------------------------------
 
@@ -346,8 +353,22 @@ class Retriever:
                 valid=valid_rows(table.matrix),
                 row_of={int(i): r for r, i in enumerate(ids.tolist())},
                 sections_upper=np.char.upper(np.asarray(table.sections).astype(str)),
+                ids=ids,
             )
         return self._cache
+
+    def _bm25(self, cache: _TableCache) -> Bm25 | None:
+        """The in-process BM25 for this table's index generation (None if FTS5's tables
+        cannot be read that way; then every lexical query goes to ``Index.fts_search``)."""
+        if cache.bm25 is None:
+            with self._bm25_lock:
+                if cache.bm25 is None:
+                    try:
+                        cache.bm25 = Bm25(self.index)
+                    except Exception as exc:  # e.g. an SQLite without fts5vocab
+                        log.warning("in-process BM25 unavailable (%s); using FTS5 queries", exc)
+                        cache.bm25 = False  # type: ignore[assignment]
+        return cache.bm25 or None
 
     def _mask(self, cache: _TableCache, kind: str | None, section: str | None) -> np.ndarray:
         mask = cache.valid.copy()
@@ -554,14 +575,44 @@ class Retriever:
 
     def _lexical(self, text: str, limit: int, cache: _TableCache,
                  mask: np.ndarray) -> list[tuple[int, float]]:
-        """FTS5 BM25 hits for free text (``Index.fts_search`` makes it a safe MATCH expression),
+        """BM25 hits for free text, best first (ties: lower id first), at most ``limit``,
         restricted to rows the mask allows.
 
-        Chunks without a vector row (none in a healthy index) are kept and filtered later by
-        their own kind/section.
+        Scored in-process from FTS5's own postings (``varaverk.lexical.Bm25``: FTS5's numbers,
+        without a ``MATCH`` per query); text only FTS5 can tokenize goes to
+        ``Index.fts_search``, which makes it a safe MATCH expression. Chunks without a vector
+        row (none in a healthy index) are kept and filtered later by their own kind/section.
         """
         if not text:
             return []
+        bm25 = self._bm25(cache)
+        scored = None
+        if bm25 is not None:
+            try:
+                scored = bm25.score(fts_terms(text))
+            except Exception as exc:  # an unreadable posting costs the fast path, not the query
+                log.warning("in-process BM25 failed (%s); using FTS5", exc)
+        if scored is None:
+            return self._lexical_fts(text, limit, cache, mask)
+        rows, scores = scored
+        if not rows.size:
+            return []
+        ids = cache.ids
+        pos = np.minimum(np.searchsorted(ids, rows), max(ids.size - 1, 0))
+        if ids.size:
+            in_table = ids[pos] == rows
+            allowed = ~in_table | mask[pos]
+            rows, scores = rows[allowed], scores[allowed]
+        if rows.size > limit:
+            kth = np.partition(scores, rows.size - limit)[rows.size - limit]
+            keep = scores >= kth
+            rows, scores = rows[keep], scores[keep]
+        order = np.lexsort((rows, -scores))[:limit]
+        return list(zip(rows[order].tolist(), scores[order].tolist()))
+
+    def _lexical_fts(self, text: str, limit: int, cache: _TableCache,
+                     mask: np.ndarray) -> list[tuple[int, float]]:
+        """``_lexical`` through an FTS5 MATCH (the reference path; non-ASCII queries)."""
         try:
             found = self.index.fts_search(text, limit * 2)
         except Exception as exc:  # a bad MATCH must cost the lexical half, not the query
@@ -596,8 +647,10 @@ class Retriever:
         ("S3", "TOTP"), or holding a digit, underscore or dot ("MOVER_STOP_TIMEOUT", "k8s").
         Ordinary lower-case words, hyphenated ones included ("high-res", "brute-forcing"), are
         never counted: questions paraphrase and their absence means little.
-        Each candidate costs one FTS5 lookup.
+        Each candidate is looked up in the lexical index (a cached posting list after the
+        first time).
         """
+        bm25 = self._bm25(self._table())
         out: list[str] = []
         for m in _WORD.finditer(query):
             word = m.group(0).strip(".-_")
@@ -613,7 +666,10 @@ class Retriever:
             if not looks_named:
                 continue
             try:
-                if not self.index.fts_search(word, 1):
+                found = bm25.contains(word) if bm25 is not None else None
+                if found is None:
+                    found = bool(self.index.fts_search(word, 1))
+                if not found:
                     out.append(word)
             except Exception:  # a lookup failure must not make the answer "not covered"
                 continue

@@ -210,26 +210,31 @@ def _split_sql(script: str) -> list[str]:
 # Full-text query escaping
 # ---------------------------------------------------------------------------------------------
 
-# Words that carry no retrieval signal in a question; dropped from the lexical query only.
-_STOPWORDS = frozenset("""
-a an and are as at be by can could did do does for from has have how i if in into is it its
-me my of on or should so that the their then there these this those to was we were what when
-where which who why will with would you your about after before does doing any
+# Words that carry no retrieval signal in a question; dropped from lexical queries only. The one
+# list: search (query words, unknown names) and rewrite (a follow-up's subject) import it.
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are aren't as at be because been before being
+below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't
+down during each few for from further had hadn't has hasn't have haven't having he her here hers
+herself him himself his how i i'm if in into is isn't it it's its itself just let's me more most
+my myself no nor not now of off on once only or other ought our ours ourselves out over own same
+she should shouldn't so some such than that that's the their theirs them themselves then there
+there's these they this those through to too under until up very was wasn't we were weren't what
+what's when where which while who whom why will with won't would wouldn't you your yours yourself
+yourselves s t d ll m re ve y get got also use used using i'd i've it'll
 """.split())
 _WORD_EDGE = re.compile(r"^[^\w-]+|[^\w]+$")
 
 
-def fts_query(query: str) -> str:
-    """Turn free text into a safe FTS5 MATCH expression.
+def fts_terms(query: str) -> list[str]:
+    """The words of free text that ``fts_query`` turns into phrases, in order.
 
-    Every whitespace-separated word becomes a double-quoted string (FTS5 tokenizes it with the
-    index's tokenizer, so ``--force-delete`` becomes the phrase "force delete" and
-    ``MOVER_STOP_TIMEOUT`` one token); words are joined with OR so BM25 ranks partial matches.
-    FTS5 operators and punctuation in the query are thereby literal text, never syntax.
-    Common question words are dropped unless nothing else remains. Empty result: no query.
+    Whitespace-separated words with edge punctuation removed (a leading ``-`` is kept), common
+    question words (``STOPWORDS``) and one-character words dropped unless nothing else remains,
+    deduplicated case-insensitively.
     """
     words = [w for w in (_WORD_EDGE.sub("", raw) for raw in query.split()) if w]
-    kept = [w for w in words if w.lower() not in _STOPWORDS and len(w) > 1] or words
+    kept = [w for w in words if w.lower() not in STOPWORDS and len(w) > 1] or words
     seen: set[str] = set()
     terms = []
     for w in kept:
@@ -237,8 +242,20 @@ def fts_query(query: str) -> str:
         if key in seen:
             continue
         seen.add(key)
-        terms.append('"' + w.replace('"', '""') + '"')
-    return " OR ".join(terms)
+        terms.append(w)
+    return terms
+
+
+def fts_query(query: str) -> str:
+    """Turn free text into a safe FTS5 MATCH expression.
+
+    Every word of ``fts_terms`` becomes a double-quoted string (FTS5 tokenizes it with the
+    index's tokenizer, so ``--force-delete`` becomes the phrase "force delete" and
+    ``MOVER_STOP_TIMEOUT`` one token); words are joined with OR so BM25 ranks partial matches.
+    FTS5 operators and punctuation in the query are thereby literal text, never syntax.
+    Common question words are dropped unless nothing else remains. Empty result: no query.
+    """
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in fts_terms(query))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,6 +275,7 @@ class Index:
         self._lock = threading.RLock()
         self._vectors: VectorTable | None = None
         self._vectors_generation: str | None = None
+        self._vocab_ready = False
 
     # -- opening ------------------------------------------------------------------------------
 
@@ -454,6 +472,29 @@ class Index:
                 return []
         return [(int(r[0]), -float(r[1])) for r in rows]
 
+    def fts_doc_lengths(self) -> tuple[list[int], list[int]]:
+        """Token count of every full-text row, all columns together (what FTS5's BM25 calls
+        the document length): ``(chunk ids, lengths)`` in id order, read from FTS5's own
+        ``chunks_fts_docsize`` table (one varint per column)."""
+        with self._lock:
+            rows = self._conn.execute("SELECT id, sz FROM chunks_fts_docsize ORDER BY id").fetchall()
+        return [r[0] for r in rows], [_varint_sum(r[1]) for r in rows]
+
+    def fts_postings(self, token: str) -> list[tuple[int, str, int]]:
+        """Every occurrence of one indexed token: ``[(chunk id, column, token offset)]``.
+
+        ``token`` is a token as the index's tokenizer produced it (lower case). Read from an
+        ``fts5vocab`` instance table over ``chunks_fts``, made in the connection's temp schema
+        on first use (so a read-only index works too); FTS5 stays the lexical index of record.
+        """
+        with self._lock:
+            if not self._vocab_ready:
+                self._conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_instance "
+                                   "USING fts5vocab(main, chunks_fts, instance)")
+                self._vocab_ready = True
+            return self._conn.execute("SELECT doc, col, offset FROM temp.chunks_fts_instance "
+                                      "WHERE term = ?", (token,)).fetchall()
+
     def status(self) -> dict[str, Any]:
         """What the index holds, for ``ai-index --status``.
 
@@ -619,11 +660,31 @@ def _stored(row: Iterable[Any]) -> StoredChunk:
     import json
     (cid, path, kind, section, title, start, end, part, text, context, meta) = row
     try:
-        meta_dict = json.loads(meta) if meta else {}
+        meta_dict = json.loads(meta) if meta and meta != "{}" else {}
     except ValueError:
         meta_dict = {}
     return StoredChunk(path=path, kind=kind, section=section, title=title, start_line=start,
                        end_line=end, text=text, context=context, part=part, meta=meta_dict, id=cid)
+
+
+def _varint_sum(blob: bytes) -> int:
+    """Sum of the SQLite varints in ``blob`` (FTS5's per-column token counts)."""
+    if max(blob, default=0) < 0x80:  # every count below 128: one byte each
+        return sum(blob)
+    total = pos = 0
+    while pos < len(blob):
+        value = 0
+        for i in range(9):
+            byte = blob[pos]
+            pos += 1
+            if i == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if byte < 0x80:
+                break
+        total += value
+    return total
 
 
 def _uri_path(path: Path) -> str:

@@ -1,0 +1,157 @@
+"""BM25 over FTS5's own postings, scored in-process with numpy (the same numbers FTS5 gives).
+
+SQLite FTS5 stays the lexical index of record: it tokenizes and stores every chunk, and
+``Index.fts_search`` (a ``MATCH`` ordered by ``bm25()``) is the reference. Running that
+``MATCH`` costs milliseconds per query on a large index, because FTS5 calls its BM25 function
+row by row and looks up each row's length. ``Bm25`` computes the identical score from the
+same data, read once and cached: the token count of every row (FTS5's ``docsize`` table) and,
+per query token on first use, its occurrences (an ``fts5vocab`` instance table). After that a
+query is a few numpy operations over the matching rows.
+
+The formula is FTS5's ``bm25()`` with every column weight 1 (as ``fts_search`` calls it),
+k1 = 1.2, b = 0.75, for a query that ORs one phrase per query word (``store.fts_query``)::
+
+    score(D) = Σ_phrases IDF(p) · f(p, D) · (k1 + 1) / (f(p, D) + k1 · (1 − b + b · |D| / avgdl))
+    IDF(p)   = ln((N − n(p) + 0.5) / (n(p) + 0.5)), or 1e-6 when that is ≤ 0
+
+with f(p, D) the phrase's occurrences in the row (all columns), |D| the row's token count,
+N the rows and n(p) the rows holding the phrase; evaluated in the same order as SQLite's C
+code, so scores match to the last bit and ties stay ties.
+
+Only the index's own tokenizer knows how it splits non-ASCII text (``unicode61`` folding and
+diacritics), so a query with a non-ASCII word, or a word with no token at all, returns None
+and the caller asks FTS5 itself. ASCII words split exactly as ``unicode61`` with
+``tokenchars '_'`` does: runs of ``[a-z0-9_]``, lower-cased.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Sequence
+
+import numpy as np
+
+K1 = 1.2
+B = 0.75
+MAX_CACHED_TOKENS = 20000   # posting lists kept per index generation before the cache restarts
+
+_TOKEN = re.compile(r"[a-z0-9_]+")
+# Position keys for phrase matching: row id | column (4 bits) | token offset (24 bits).
+_COL_SHIFT = 24
+_DOC_SHIFT = 28
+
+
+def tokens(word: str) -> list[str] | None:
+    """The tokens FTS5 (``unicode61``, ``tokenchars '_'``) makes of an ASCII word; None for a
+    word with any non-ASCII character (only the index's tokenizer may split those)."""
+    if not word.isascii():
+        return None
+    return _TOKEN.findall(word.lower())
+
+
+class Bm25:
+    """FTS5's BM25 for one index generation, scored in-process.
+
+    Args:
+        index: an open ``varaverk.store.Index`` (``fts_doc_lengths``, ``fts_postings``).
+
+    Build once per index generation (the retriever keeps it beside the vector table and drops
+    it when the table changes); reads every row's length at construction, posting lists
+    lazily per token.
+    """
+
+    def __init__(self, index) -> None:
+        self.index = index
+        ids, lengths = index.fts_doc_lengths()
+        self.ids = np.asarray(ids, dtype=np.int64)             # sorted (id order)
+        self.lengths = np.asarray(lengths, dtype=np.float64)
+        self.rows = int(self.ids.size)
+        total = float(sum(lengths))
+        self.avgdl = total / float(self.rows) if self.rows else 0.0
+        self._postings: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._columns: dict[str, int] = {}
+
+    def _posting(self, token: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row ids, column numbers, token offsets) of every occurrence of ``token``."""
+        hit = self._postings.get(token)
+        if hit is None:
+            found = self.index.fts_postings(token)
+            cols = self._columns
+            docs = np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
+            col = np.fromiter((cols.setdefault(r[1], len(cols)) for r in found),
+                              dtype=np.int64, count=len(found))
+            off = np.fromiter((r[2] for r in found), dtype=np.int64, count=len(found))
+            if len(self._postings) >= MAX_CACHED_TOKENS:
+                self._postings.clear()
+            hit = self._postings[token] = (docs, col, off)
+        return hit
+
+    def phrase_rows(self, toks: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Rows holding the phrase ``toks`` (consecutive tokens in one column) and how many
+        times: ``(sorted unique row ids int64, occurrences float64)``."""
+        docs, col, off = self._posting(toks[0])
+        if len(toks) > 1 and docs.size:
+            # One key per position; the phrase occurs where token i sits at start + i.
+            start = (docs << _DOC_SHIFT) | (col << _COL_SHIFT) | off
+            for i, tok in enumerate(toks[1:], start=1):
+                d2, c2, o2 = self._posting(tok)
+                later = ((d2 << _DOC_SHIFT) | (c2 << _COL_SHIFT) | o2) - i
+                start = start[np.isin(start, later)]
+                if not start.size:
+                    break
+            docs = start >> _DOC_SHIFT
+        if not docs.size:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        rows, counts = np.unique(docs, return_counts=True)
+        return rows, counts.astype(np.float64)
+
+    def contains(self, word: str) -> bool | None:
+        """Whether any row holds ``word`` (as FTS5 would match the quoted word); None when the
+        word cannot be tokenized here (ask FTS5)."""
+        toks = tokens(word)
+        if not toks:
+            return None
+        return bool(self.phrase_rows(toks)[0].size)
+
+    def score(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
+        """BM25 of every row matching any of ``words`` (each word one phrase, ORed).
+
+        Args:
+            words: the query words exactly as ``store.fts_terms`` gives them.
+
+        Returns:
+            ``(row ids int64, scores float64)`` unsorted, higher is better (FTS5's bm25()
+            negated, as ``Index.fts_search`` reports it); None when a word cannot be tokenized
+            here (the caller falls back to ``Index.fts_search``).
+        """
+        phrases = []
+        for w in words:
+            toks = tokens(w)
+            if not toks:
+                return None
+            phrases.append(toks)
+        if not phrases or not self.rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        all_rows, parts = [], []
+        n = float(self.rows)
+        for toks in phrases:
+            rows, freq = self.phrase_rows(toks)
+            if not rows.size:
+                continue
+            hits = float(rows.size)
+            idf = math.log((n - hits + 0.5) / (hits + 0.5))
+            if idf <= 0.0:
+                idf = 1e-6
+            length = self.lengths[np.searchsorted(self.ids, rows)]
+            # Same operations, same order as sqlite's fts5Bm25Function.
+            parts.append(idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * length / self.avgdl))))
+            all_rows.append(rows)
+        if not all_rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        if len(all_rows) == 1:
+            return all_rows[0], parts[0]
+        rows = np.concatenate(all_rows)
+        unique, inverse = np.unique(rows, return_inverse=True)
+        # bincount adds in array order: phrase by phrase, as the C loop does.
+        return unique, np.bincount(inverse, weights=np.concatenate(parts), minlength=unique.size)

@@ -1,0 +1,94 @@
+"""In-process BM25 (varaverk.lexical) gives exactly FTS5's bm25() on a real SQLite index."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from varaverk.chunking import Chunk
+from varaverk.lexical import Bm25, tokens
+from varaverk.store import FileRow, Index, IndexChanges, fts_terms
+
+TEXTS = [
+    ("Backup/rsync_mirror.sh", "MOVER_STOP_TIMEOUT", "How long to wait for the mover to stop "
+     "before rsync starts. Default 300 seconds. The mover and rsync never run at once."),
+    ("Backup/rsync_mirror.sh", "--force-delete", "Pass --force-delete to remove files on the "
+     "mirror that vanished from the source; force and delete are both needed."),
+    ("Docs/Manual-Auth.md", "Sessions", "auth.session_length sets how long a session lasts; "
+     "the session cookie is renewed on use. Session session session."),
+    ("Docs/Manual-Long.md", "Reference", " ".join(f"word{i % 37} rsync" for i in range(200))),
+    ("Docs/Manual-Cafe.md", "Café", "The café box runs the mover delete job nightly."),
+]
+
+QUERIES = ["MOVER_STOP_TIMEOUT", "what stops rsync and the mover", "--force-delete",
+           "force delete", "auth.session_length", "session", "word3 word36 rsync",
+           "delete mover nightly", "nothing-here-at-all", "rsync rsync RSYNC"]
+
+
+@pytest.fixture(scope="module")
+def idx(tmp_path_factory):
+    path = tmp_path_factory.mktemp("lexical") / "index.sqlite"
+    rng = np.random.default_rng(0)
+    changes = IndexChanges(embedder=("test", "m", 4))
+    for i, (p, title, text) in enumerate(TEXTS):
+        v = rng.standard_normal(4).astype(np.float32)
+        changes.new_chunks.append((Chunk(path=p, kind="manual", section="S", title=title,
+                                         start_line=i + 1, end_line=i + 1, text=text,
+                                         context=f"{p} › {title}"), v / np.linalg.norm(v)))
+    for p in sorted({t[0] for t in TEXTS}):
+        changes.file_rows.append(FileRow(path=p, kind="manual", size=1, mtime_ns=1, sha256="0",
+                                         status="indexed"))
+    with Index.open(path) as w:
+        w.write(changes)
+    index = Index.open(path, readonly=True)
+    yield index
+    index.close()
+
+
+def test_tokens_split_like_unicode61():
+    assert tokens("--force-delete") == ["force", "delete"]
+    assert tokens("MOVER_STOP_TIMEOUT") == ["mover_stop_timeout"]
+    assert tokens("auth.session_length") == ["auth", "session_length"]
+    assert tokens("café") is None  # only FTS5 folds non-ASCII
+
+
+def test_doc_lengths_decode_multibyte_varints(idx):
+    ids, lengths = idx.fts_doc_lengths()
+    assert len(ids) == len(TEXTS)
+    # The long chunk: 400 tokens of text plus its context trail (docs manual long md
+    # reference: 5 tokens), over 127 so its varint takes two bytes.
+    assert lengths[3] == 400 + 5
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_scores_equal_fts5_bm25(idx, query):
+    bm25 = Bm25(idx)
+    expected = idx.fts_search(query, 100)
+    rows, scores = bm25.score(fts_terms(query))
+    order = np.lexsort((rows, -scores))
+    got = [(int(rows[i]), float(scores[i])) for i in order]
+    assert got == expected
+
+
+def test_contains_and_non_ascii_fallback(idx):
+    bm25 = Bm25(idx)
+    assert bm25.contains("rsync") is True
+    assert bm25.contains("auth.session_length") is True
+    assert bm25.contains("session_length.auth") is False  # a phrase, in order
+    assert bm25.contains("Kubernetes") is False
+    assert bm25.contains("café") is None
+    assert bm25.score(["café", "box"]) is None
+
+
+def test_retriever_lexical_same_with_and_without_fts5_match(idx):
+    from varaverk.config import Settings
+    from varaverk.search import Retriever
+
+    r = Retriever(Settings(), idx, mode="lexical")
+    cache = r._table()
+    mask = cache.valid.copy()
+    for query in QUERIES + ["the café box"]:
+        assert r._lexical(query, 3, cache, mask) == r._lexical_fts(query, 3, cache, mask)
+    mask[0] = False  # a filtered-out row never comes back
+    assert all(cid != int(cache.ids[0]) for cid, _ in r._lexical("MOVER_STOP_TIMEOUT rsync", 5,
+                                                                 cache, mask))
