@@ -71,6 +71,7 @@ class Bm25:
         self.avgdl = total / float(self.rows) if self.rows else 0.0
         self._postings: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._columns: dict[str, int] = {}
+        self._phrases: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def _posting(self, token: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(row ids, column numbers, token offsets) of every occurrence of ``token``."""
@@ -89,7 +90,11 @@ class Bm25:
 
     def phrase_rows(self, toks: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Rows holding the phrase ``toks`` (consecutive tokens in one column) and how many
-        times: ``(sorted unique row ids int64, occurrences float64)``."""
+        times: ``(sorted unique row ids int64, occurrences float64)`` (cached per phrase)."""
+        key = tuple(toks)
+        hit = self._phrases.get(key)
+        if hit is not None:
+            return hit[0], hit[1]
         docs, col, off = self._posting(toks[0])
         if len(toks) > 1 and docs.size:
             # One key per position; the phrase occurs where token i sits at start + i.
@@ -101,10 +106,18 @@ class Bm25:
                 if not start.size:
                     break
             docs = start >> _DOC_SHIFT
-        if not docs.size:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        rows, counts = np.unique(docs, return_counts=True)
-        return rows, counts.astype(np.float64)
+        if docs.size:
+            rows, counts = np.unique(docs, return_counts=True)
+            freq = counts.astype(np.float64)
+        else:
+            rows, freq = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        # The part of the BM25 denominator that depends on the row alone.
+        norm = K1 * (1 - B + B * self.lengths[np.searchsorted(self.ids, rows)] / self.avgdl) \
+            if rows.size else np.zeros(0, dtype=np.float64)
+        if len(self._phrases) >= MAX_CACHED_TOKENS:
+            self._phrases.clear()
+        self._phrases[key] = (rows, freq, norm)
+        return rows, freq
 
     def contains(self, word: str) -> bool | None:
         """Whether any row holds ``word`` (as FTS5 would match the quoted word); None when the
@@ -136,16 +149,16 @@ class Bm25:
         all_rows, parts = [], []
         n = float(self.rows)
         for toks in phrases:
-            rows, freq = self.phrase_rows(toks)
+            self.phrase_rows(toks)
+            rows, freq, norm = self._phrases[tuple(toks)]
             if not rows.size:
                 continue
             hits = float(rows.size)
             idf = math.log((n - hits + 0.5) / (hits + 0.5))
             if idf <= 0.0:
                 idf = 1e-6
-            length = self.lengths[np.searchsorted(self.ids, rows)]
             # Same operations, same order as sqlite's fts5Bm25Function.
-            parts.append(idf * ((freq * (K1 + 1.0)) / (freq + K1 * (1 - B + B * length / self.avgdl))))
+            parts.append(idf * ((freq * (K1 + 1.0)) / (freq + norm)))
             all_rows.append(rows)
         if not all_rows:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)

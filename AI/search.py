@@ -50,7 +50,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -294,6 +294,9 @@ class _TableCache:
     row_of: dict[int, int]
     sections_upper: np.ndarray
     ids: np.ndarray                 # int64 (n,), ascending (the table is in id order)
+    kinds: list[str]                # per row, as Python lists: scalar access in the ranking loop
+    sections: list[str]             # upper case
+    titles: list[str]
     bm25: Bm25 | None = None        # in-process BM25 of the same index generation, made lazily
 
 
@@ -354,6 +357,10 @@ class Retriever:
                 row_of={int(i): r for r, i in enumerate(ids.tolist())},
                 sections_upper=np.char.upper(np.asarray(table.sections).astype(str)),
                 ids=ids,
+                kinds=[str(x) for x in np.asarray(table.kinds).tolist()],
+                sections=[str(x).upper() for x in np.asarray(table.sections).tolist()],
+                titles=([str(x) for x in np.asarray(table.titles).tolist()]
+                        if getattr(table, "titles", None) is not None else []),
             )
         return self._cache
 
@@ -399,7 +406,7 @@ class Retriever:
         mask = self._mask(cache, kind, section)
         ids = np.asarray(table.ids, dtype=np.int64)
         names = exact_names(query)
-        unknown = tuple(self.unknown_names(query))
+        unknown = tuple(self._unknown_names(query, cache))
         rt = route(query) if (self.routing and self.mode == "hybrid") else None
         # Per-call values stay local: the dock shares one Retriever between threads.
         pool = max(POOL, k * 3)
@@ -412,8 +419,8 @@ class Retriever:
             q = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
             scores = dense_scores(table.matrix, q)
             rows = top_k(scores, pool if self.mode == "hybrid" else k, mask)
-            dense_rank = [int(ids[r]) for r in rows]
-            dense_of = {int(ids[r]): float(scores[r]) for r in rows}
+            dense_rank = ids[rows].tolist()
+            dense_of = dict(zip(dense_rank, scores[rows].tolist()))
             if rows.size:
                 best_dense = float(scores[rows[0]])
 
@@ -453,40 +460,52 @@ class Retriever:
         if not fused:
             return []
         # Dense scores for candidates found only lexically (for the threshold and the report).
+        row_of = cache.row_of
         if scores is not None:
             for cid in fused:
-                if cid not in dense_of and cid in cache.row_of:
-                    dense_of[cid] = float(scores[cache.row_of[cid]])
+                if cid not in dense_of and cid in row_of:
+                    dense_of[cid] = float(scores[row_of[cid]])
         boosted_section = rt.section if rt else None
-        # Rank on what the vector table already knows (fused score + section boost), then read
-        # only the leading candidates from SQLite: a chunk outside them cannot reach the top k
-        # except through an exact name, and those candidates are always read.
+        section_bonus = self.section_boost * _UNIT
+        # Rank on what the vector table already knows (fused score + section boost), then
+        # look only at the leading candidates: a chunk outside them cannot reach the top k
+        # except through an exact name, and those candidates are always kept.
+        sections = cache.sections
         prelim: dict[int, float] = {}
         for cid, base in fused.items():
-            row = cache.row_of.get(cid)
-            sec = cache.sections_upper[row] if row is not None else ""
-            prelim[cid] = base + (self.section_boost * _UNIT
-                                  if boosted_section and sec == boosted_section else 0.0)
+            row = row_of.get(cid)
+            prelim[cid] = base + (section_bonus if boosted_section and row is not None
+                                  and sections[row] == boosted_section else 0.0)
         keep = sorted(prelim, key=lambda c: (-prelim[c], c))[: k * 3 + 10]
         keep += [cid for cid in name_ids if cid not in keep]
-        fused = {cid: fused[cid] for cid in keep}
-        chunks = self._chunks(keep)
-        hits: list[Hit] = []
+        # Chunk text is read only where ranking needs it: for the name boosts, and for
+        # candidates the vector table does not describe (no usable vector).
         norm_names = [normalise_title(n) for n in names]
-        for cid, base in fused.items():
+        have_labels = len(cache.titles) == len(cache.ids)
+        read = keep if (norm_names or not have_labels) else [c for c in keep if c not in row_of]
+        chunks = self._chunks(read)
+        hits: list[Hit] = []
+        for cid in keep:
+            row = row_of.get(cid) if have_labels else None
             chunk = chunks.get(cid)
-            if chunk is None:
-                continue
-            if not self._passes(chunk, kind, section):
-                continue
-            score = base
+            if row is None:
+                if chunk is None or not self._passes(chunk, kind, section):
+                    continue
+                label = chunk
+                sec = (chunk.section or "").upper()
+            else:
+                if norm_names and chunk is None:
+                    continue  # removed since the vector table was read
+                label = chunk or _Label(cid, cache.kinds[row], cache.titles[row])
+                sec = sections[row]
+            score = fused[cid]
             exact = False
             boosted = False
-            if boosted_section and (chunk.section or "").upper() == boosted_section:
-                score += self.section_boost * _UNIT
+            if boosted_section and sec == boosted_section:
+                score += section_bonus
                 boosted = True
             if norm_names:
-                title = normalise_title(chunk.title or "")
+                title = normalise_title(label.title or "")
                 text = chunk.text.lower()
                 for n in norm_names:
                     if title and (title == n or title.split()[0:1] == [n]):
@@ -496,12 +515,29 @@ class Retriever:
                     if n in text:
                         score += NAME_TEXT_BOOST * _UNIT
                         break
-            hits.append(Hit(chunk, score, dense=dense_of.get(cid), lexical=lex_of.get(cid),
+            hits.append(Hit(label, score, dense=dense_of.get(cid), lexical=lex_of.get(cid),
                             exact=exact, section_boosted=boosted,
                             best_dense=best_dense, unknown=unknown))
         prefer_headers(hits)
         hits.sort(key=lambda h: (-h.score, h.chunk.id))
-        return self._merge_parts(hits, k)
+        return self._merge_read(hits, k)
+
+    def _merge_read(self, hits: list[Hit], k: int) -> list[Hit]:
+        """``_merge_parts`` over ranked hits whose chunks may be labels only: reads the chunks
+        of the leading hits (more only when merging consumed them) and merges."""
+        n = min(len(hits), k)
+        while True:
+            missing = [h.chunk.id for h in hits[:n] if isinstance(h.chunk, _Label)]
+            if missing:
+                found = self._chunks(missing)
+                for h in hits[:n]:
+                    if isinstance(h.chunk, _Label):
+                        h.chunk = found.get(h.chunk.id, h.chunk)
+            ready = [h for h in hits[:n] if not isinstance(h.chunk, _Label)]
+            out = self._merge_parts(ready, k)
+            if len(out) >= k or n >= len(hits):
+                return out
+            n = min(len(hits), n * 2)
 
     def _merge_parts(self, hits: list[Hit], k: int) -> list[Hit]:
         """Return a split section as one result (small-to-big over the result list).
@@ -650,7 +686,10 @@ class Retriever:
         Each candidate is looked up in the lexical index (a cached posting list after the
         first time).
         """
-        bm25 = self._bm25(self._table())
+        return self._unknown_names(query, self._table())
+
+    def _unknown_names(self, query: str, cache: _TableCache) -> list[str]:
+        bm25 = self._bm25(cache)
         out: list[str] = []
         for m in _WORD.finditer(query):
             word = m.group(0).strip(".-_")
@@ -763,6 +802,14 @@ class Retriever:
 
 
 TINY_CHARS = 200
+
+
+class _Label(NamedTuple):
+    """What ranking needs of a chunk before its text is read (from the vector table)."""
+
+    id: int
+    kind: str
+    title: str
 _WORD = re.compile(r"[A-Za-z0-9][\w.-]*[A-Za-z0-9]|[A-Za-z0-9]")
 
 

@@ -79,6 +79,8 @@ class VectorTable(NamedTuple):
         sections: the chunk sections, ``(n,)`` str array aligned with ``ids``.
         dimension: ``dim``; backend and model: the embedder that made the vectors.
         excluded: ids of stored rows left out (zero, non-finite or wrong-length vectors, B19).
+        titles: the chunk titles, ``(n,)`` str array aligned with ``ids`` (search ranks on
+            them before reading any chunk text).
     """
 
     ids: "np.ndarray"
@@ -89,6 +91,7 @@ class VectorTable(NamedTuple):
     backend: str
     model: str
     excluded: tuple[int, ...] = ()
+    titles: "np.ndarray | None" = None
 
 
 def describe_embedder(backend: str, model: str, dimension: int | str | None) -> str:
@@ -393,7 +396,7 @@ class Index:
             meta = self.meta()
             dim = int(meta.get("embed_dimension") or 0)
             rows = self._conn.execute(
-                "SELECT id, kind, section, vec FROM chunks ORDER BY id").fetchall()
+                "SELECT id, kind, section, vec, title FROM chunks ORDER BY id").fetchall()
         width = dim * 4
         good = [r for r in rows if dim and len(r[3]) == width]
         excluded = [r[0] for r in rows if not (dim and len(r[3]) == width)]
@@ -418,6 +421,7 @@ class Index:
             backend=meta.get("embed_backend", ""),
             model=meta.get("embed_model", ""),
             excluded=tuple(sorted(excluded)),
+            titles=np.array([r[4] for r in good], dtype=str),
         )
         with self._lock:
             self._vectors, self._vectors_generation = table, gen
