@@ -70,6 +70,7 @@ NAME_TITLE_BOOST = 10.0     # the chunk titled with a name written in the query 
 NAME_TEXT_BOOST = 0.5       # chunks that merely mention it get a nudge
 MERGE_CHARS = 2500          # a split section is returned whole up to this size
 POOL = 50                   # candidates taken from each retriever before fusion
+FILE_CACHE = 256            # files whose chunks a retriever keeps for small-to-big
 # Calibrated on the dev sets' answerable vs unanswerable questions (see evaluation.py).
 DEFAULT_MIN_SCORE = 0.37
 NOT_COVERED = "The documentation does not cover this."
@@ -298,6 +299,7 @@ class _TableCache:
     sections: list[str]             # upper case
     titles: list[str]
     bm25: Bm25 | None = None        # in-process BM25 of the same index generation, made lazily
+    files: dict[str, list] = field(default_factory=dict)   # path -> its chunks (small-to-big)
 
 
 class Retriever:
@@ -562,7 +564,7 @@ class Retriever:
                 covered.add(c.id)
                 continue
             if c.path not in files:
-                files[c.path] = self.index.chunks_for_path(c.path)
+                files[c.path] = self._file_chunks(c.path)
             siblings = [s for s in files[c.path]
                         if s.part > 0 and s.section == c.section and s.title == c.title]
             siblings.sort(key=lambda s: (s.start_line, s.part))
@@ -663,6 +665,18 @@ class Retriever:
             if len(out) >= limit:
                 break
         return out
+
+    def _file_chunks(self, path: str) -> list[Any]:
+        """Every chunk of one file in document order, kept for the index generation the
+        vector table belongs to (up to ``FILE_CACHE`` files), since small-to-big reads the
+        same long pages again and again."""
+        files = self._table().files
+        found = files.get(path)
+        if found is None:
+            if len(files) >= FILE_CACHE:
+                files.clear()
+            found = files[path] = self.index.chunks_for_path(path)
+        return found
 
     def _chunks(self, ids: list[int]) -> dict[int, Any]:
         return {c.id: c for c in self.index.get_chunks(ids)} if ids else {}
@@ -789,7 +803,7 @@ class Retriever:
         chunk (same section and title), or, for a tiny chunk, the rest of its section; nearest
         in the file first."""
         out = []
-        for n in self.index.chunks_for_path(chunk.path):
+        for n in self._file_chunks(chunk.path):
             if n.id == chunk.id:
                 continue
             if chunk.part > 0:
