@@ -9,8 +9,11 @@ How one query is scored (``Retriever.search``):
    k survivors: O(n) plus O(k log k), no Python loop over rows.
 2. **Filters.** ``kind`` and ``section`` are hard filters: boolean masks over the rows that
    compose (AND). A filtered-out row scores ``-inf`` and never ranks, in any retriever.
-3. **Lexical.** SQLite FTS5 BM25 (``Index.fts_search``) over the chunk text and its context
-   trail; it finds exact names (``MOVER_STOP_TIMEOUT``) that a small embedder blurs.
+3. **Lexical.** SQLite FTS5 BM25 over the chunk text and its context trail; it finds exact
+   names (``MOVER_STOP_TIMEOUT``) that a small embedder blurs. FTS5 is the index of record;
+   the scores are computed in-process from its own postings (``varaverk.lexical.Bm25``, the
+   same numbers as ``Index.fts_search``'s ``bm25()``, without a MATCH per query), and only
+   text that FTS5 alone can tokenize (non-ASCII) goes through ``Index.fts_search``.
 4. **Fusion.** Normalised-score fusion: ``2 × (cos − min)/(max − min)`` over the dense
    candidates plus ``BM25 / max BM25`` over the lexical ones; a list a chunk is missing from
    adds nothing. Weighted reciprocal rank fusion (``fusion="rrf"``, k0 = 60) is kept for
