@@ -69,23 +69,20 @@ class Bm25:
         self.rows = int(self.ids.size)
         total = float(sum(lengths))
         self.avgdl = total / float(self.rows) if self.rows else 0.0
-        self._postings: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        self._columns: dict[str, int] = {}
+        self._postings: dict[str, tuple[np.ndarray, ...]] = {}
+        self._positions: dict[str, tuple[np.ndarray, ...]] = {}
         self._phrases: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
-    def _posting(self, token: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(row ids, column numbers, token offsets) of every occurrence of ``token``."""
-        hit = self._postings.get(token)
+    def _posting(self, token: str, positions: bool = False) -> tuple[np.ndarray, ...]:
+        """Row ids of every occurrence of ``token``; with ``positions`` also (column numbers,
+        token offsets), read only for tokens of a phrase."""
+        cache = self._positions if positions else self._postings
+        hit = cache.get(token)
         if hit is None:
-            found = self.index.fts_postings(token)
-            cols = self._columns
-            docs = np.fromiter((r[0] for r in found), dtype=np.int64, count=len(found))
-            col = np.fromiter((cols.setdefault(r[1], len(cols)) for r in found),
-                              dtype=np.int64, count=len(found))
-            off = np.fromiter((r[2] for r in found), dtype=np.int64, count=len(found))
-            if len(self._postings) >= MAX_CACHED_TOKENS:
-                self._postings.clear()
-            hit = self._postings[token] = (docs, col, off)
+            hit = self.index.fts_postings(token, positions=positions)
+            if len(cache) >= MAX_CACHED_TOKENS:
+                cache.clear()
+            cache[token] = hit
         return hit
 
     def phrase_rows(self, toks: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -95,16 +92,18 @@ class Bm25:
         hit = self._phrases.get(key)
         if hit is not None:
             return hit[0], hit[1]
-        docs, col, off = self._posting(toks[0])
-        if len(toks) > 1 and docs.size:
+        if len(toks) == 1:
+            docs = self._posting(toks[0])[0]
+        else:
             # One key per position; the phrase occurs where token i sits at start + i.
+            docs, col, off = self._posting(toks[0], positions=True)
             start = (docs << _DOC_SHIFT) | (col << _COL_SHIFT) | off
             for i, tok in enumerate(toks[1:], start=1):
-                d2, c2, o2 = self._posting(tok)
-                later = ((d2 << _DOC_SHIFT) | (c2 << _COL_SHIFT) | o2) - i
-                start = start[np.isin(start, later)]
                 if not start.size:
                     break
+                d2, c2, o2 = self._posting(tok, positions=True)
+                later = ((d2 << _DOC_SHIFT) | (c2 << _COL_SHIFT) | o2) - i
+                start = start[np.isin(start, later)]
             docs = start >> _DOC_SHIFT
         if docs.size:
             rows, counts = np.unique(docs, return_counts=True)

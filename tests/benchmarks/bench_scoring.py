@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             dense = bench_dense(n, args.rounds)
             warm = cold = "–"
             if not args.no_hybrid:
-                w, c, build_s = bench_hybrid(n, max(10, args.rounds // 5), Path(tmp))
+                w, c, build_s = bench_hybrid(n, args.rounds, Path(tmp))
                 warm = f"{w:.2f}{verdict(w, n)}"
                 cold = f"{c:.2f} (index built in {build_s:.1f} s)"
             load = " ".join(f"{x:.2f}" for x in os.getloadavg())
