@@ -180,7 +180,7 @@ def top_k(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndar
     k = min(k, allowed)
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
-    if k * 64 < s.size:
+    if k * 16 < s.size:
         # Select on a threshold first: the j-th best of every 16th score leaves about 3k
         # candidates (never fewer than k, else the full partition below), so the O(n) pass is
         # one comparison instead of a selection over every row.
