@@ -141,3 +141,15 @@ def test_header_key_ranks_before_its_template_copy():
     order = [h.chunk.id for h in sorted(hits, key=lambda h: -h.score)]
     assert order == [3, 2, 1]
     assert hits[2].score == 0.8  # a template key with no header twin keeps its score
+
+
+def test_top_k_threshold_path_equals_a_full_sort():
+    # Large enough for the threshold selection; compared with a plain sort of the allowed rows.
+    rng = np.random.default_rng(7)
+    scores = rng.standard_normal(5000).astype(np.float32)
+    mask = rng.random(5000) > 0.3
+    for k in (1, 5, 50, 300):
+        allowed = np.flatnonzero(mask)
+        expected = allowed[np.argsort(-scores[allowed], kind="stable")][:k]
+        assert top_k(scores, k, mask).tolist() == expected.tolist()
+    assert top_k(scores, 50).tolist() == np.argsort(-scores, kind="stable")[:50].tolist()
