@@ -34,7 +34,8 @@ import numpy as np
 
 K1 = 1.2
 B = 0.75
-MAX_CACHED_TOKENS = 20000   # posting lists kept per index generation before the cache restarts
+# Posting values (8 bytes each) kept per index generation before the caches restart: 40 MB.
+MAX_CACHED_VALUES = 5_000_000
 
 _TOKEN = re.compile(r"[a-z0-9_]+")
 # Position keys for phrase matching: row id | column (4 bits) | token offset (24 bits).
@@ -72,6 +73,7 @@ class Bm25:
         self._postings: dict[str, tuple[np.ndarray, ...]] = {}
         self._positions: dict[str, tuple[np.ndarray, ...]] = {}
         self._phrases: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._cached = 0
 
     def _posting(self, token: str, positions: bool = False) -> tuple[np.ndarray, ...]:
         """Row ids of every occurrence of ``token``; with ``positions`` also (column numbers,
@@ -80,18 +82,31 @@ class Bm25:
         hit = cache.get(token)
         if hit is None:
             hit = self.index.fts_postings(token, positions=positions)
-            if len(cache) >= MAX_CACHED_TOKENS:
-                cache.clear()
+            self._reserve(sum(a.size for a in hit))
             cache[token] = hit
         return hit
+
+    def _reserve(self, values: int) -> None:
+        """Count ``values`` more cached numbers; past ``MAX_CACHED_VALUES`` start afresh."""
+        self._cached += values
+        if self._cached > MAX_CACHED_VALUES:
+            self._postings.clear()
+            self._positions.clear()
+            self._phrases.clear()
+            self._cached = values
 
     def phrase_rows(self, toks: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Rows holding the phrase ``toks`` (consecutive tokens in one column) and how many
         times: ``(sorted unique row ids int64, occurrences float64)`` (cached per phrase)."""
+        rows, freq, _ = self._phrase(toks)
+        return rows, freq
+
+    def _phrase(self, toks: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``phrase_rows`` plus each row's BM25 length term ``k1 · (1 − b + b · |D| / avgdl)``."""
         key = tuple(toks)
         hit = self._phrases.get(key)
         if hit is not None:
-            return hit[0], hit[1]
+            return hit
         if len(toks) == 1:
             docs = self._posting(toks[0])[0]
         else:
@@ -113,10 +128,9 @@ class Bm25:
         # The part of the BM25 denominator that depends on the row alone.
         norm = K1 * (1 - B + B * self.lengths[np.searchsorted(self.ids, rows)] / self.avgdl) \
             if rows.size else np.zeros(0, dtype=np.float64)
-        if len(self._phrases) >= MAX_CACHED_TOKENS:
-            self._phrases.clear()
-        self._phrases[key] = (rows, freq, norm)
-        return rows, freq
+        self._reserve(3 * rows.size)
+        hit = self._phrases[key] = (rows, freq, norm)
+        return hit
 
     def contains(self, word: str) -> bool | None:
         """Whether any row holds ``word`` (as FTS5 would match the quoted word); None when the
@@ -148,8 +162,7 @@ class Bm25:
         all_rows, parts = [], []
         n = float(self.rows)
         for toks in phrases:
-            self.phrase_rows(toks)
-            rows, freq, norm = self._phrases[tuple(toks)]
+            rows, freq, norm = self._phrase(toks)
             if not rows.size:
                 continue
             hits = float(rows.size)

@@ -92,3 +92,13 @@ def test_retriever_lexical_same_with_and_without_fts5_match(idx):
     mask[0] = False  # a filtered-out row never comes back
     assert all(cid != int(cache.ids[0]) for cid, _ in r._lexical("MOVER_STOP_TIMEOUT rsync", 5,
                                                                  cache, mask))
+
+
+def test_scores_stay_equal_when_the_cache_restarts(idx, monkeypatch):
+    import varaverk.lexical as lexical
+    monkeypatch.setattr(lexical, "MAX_CACHED_VALUES", 5)  # restarts on almost every read
+    bm25 = Bm25(idx)
+    for query in QUERIES:
+        rows, scores = bm25.score(fts_terms(query))
+        order = np.lexsort((rows, -scores))
+        assert [(int(rows[i]), float(scores[i])) for i in order] == idx.fts_search(query, 100)
