@@ -30,12 +30,14 @@ import logging
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager, NamedTuple
 
 from varaverk import sources
-from varaverk.store import (FileRow, FileState, Index, IndexChanges, IndexCorrupt,
+from varaverk.logs import DETAIL
+from varaverk.store import (FileRow, FileState, Index, IndexChanges, IndexCorrupt, IndexMissing,
                             IndexMismatch, mismatch_message)
 
 log = logging.getLogger(__name__)
@@ -97,10 +99,13 @@ class IndexReport:
         """One line for the log: what changed and how long it took."""
         if not self.tracked:
             return "no tracked files: the repository is empty, nothing to index"
-        parts = [f"{self.tracked} tracked, {self.documents} documents",
-                 f"{self.indexed} indexed", f"{self.unchanged + self.rehashed} unchanged",
-                 f"{len(self.skipped)} skipped", f"{len(self.deleted)} deleted",
-                 f"{self.chunks_embedded} chunks embedded"]
+        reasons = Counter(reason for _, reason in self.skipped)
+        skipped = f"{len(self.skipped)} skipped"
+        if reasons:
+            skipped += " (" + ", ".join(f"{n} {r}" for r, n in reasons.most_common()) + ")"
+        parts = [f"{self.tracked} tracked files: {self.indexed} indexed",
+                 f"{self.unchanged + self.rehashed} unchanged", skipped,
+                 f"{len(self.deleted)} deleted", f"{self.chunks_embedded} chunks embedded"]
         if self.chunks_reused:
             parts.append(f"{self.chunks_reused} unchanged chunks reused")
         if self.chunks_failed:
@@ -291,11 +296,14 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
         try:
             with Index.open(index_path, readonly=True) as idx:
                 states, meta = idx.file_states(), idx.meta()
-        except IndexCorrupt:  # e.g. an older schema: the locked pass migrates or explains
+        except (IndexCorrupt, IndexMissing):
+            # An older schema (the locked pass migrates or explains), or a file another run
+            # has just created and not yet filled: the locked pass sorts both out.
             states, meta = None, None
         if states is not None and not _needs_work(settings, listing, entries, states, meta):
             _fill_counts(report, listing, entries, states)
-            report.unchanged = sum(1 for e in entries if not e.reason)
+            report.unchanged = sum(1 for e in entries if not e.reason
+                                   and getattr(states.get(e.path), "status", "") != "skipped")
             report.seconds = time.monotonic() - started
             return report
 
@@ -386,16 +394,17 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
                 # Logged when a path's state changes (so the first run logs every skip);
                 # --status lists them all, every time.
                 suffix = "; its chunks are removed" if stored and stored.chunk_count else ""
-                log.info("%s: skipped: %s%s", entry.path, entry.reason, suffix)
+                log.info("%s: skipped: %s%s", entry.path, entry.reason, suffix, extra=DETAIL)
                 changes.replace_chunks_of.append(entry.path)
                 changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped",
                                                  entry.reason))
             continue
         st = entry.st
         if not rechunk and _stat_unchanged(entry, stored):
-            report.unchanged += 1
             if stored.status == "skipped":
                 report.skipped.append((entry.path, stored.reason))
+            else:
+                report.unchanged += 1
             continue
         data, reason = _read(root, entry)
         if data is None:
@@ -408,9 +417,10 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
         if not rechunk and stored is not None and stored.sha256 == sha \
                 and stored.status != "partial" and stored.kind == entry.kind:
             # Same content under a new mtime: record the new stat, keep chunks and vectors.
-            report.rehashed += 1
             if stored.status == "skipped":
                 report.skipped.append((entry.path, stored.reason))
+            else:
+                report.rehashed += 1
             changes.file_rows.append(FileRow(entry.path, entry.kind, st.st_size, st.st_mtime_ns,
                                              sha, stored.status, stored.reason,
                                              stored.chunk_count, stored.encoding))
@@ -419,7 +429,7 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
         decoded, chunks, reason = _decode_and_chunk(entry, data, emb.count_tokens, emb.max_tokens)
         if reason:
             if decoded.text is not None:
-                log.info("%s: skipped: %s", entry.path, reason)
+                log.info("%s: skipped: %s", entry.path, reason, extra=DETAIL)
             _skip_read(changes, report, entry, st, sha, reason, decoded.encoding)
             continue
         pending.append(_Pending(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,

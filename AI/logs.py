@@ -20,6 +20,10 @@ from pathlib import Path
 
 from varaverk.config import SECRET_KEYS
 
+# Pass as ``extra=DETAIL`` for per-file lines (a skipped file and its reason): they go to the
+# log file always, to the terminal only with --verbose; the run's summary line counts them.
+DETAIL = {"detail": True}
+
 LOG_MAX_BYTES = 1 << 20
 LOG_BACKUPS = 5
 _OURS = "_varaverk_handler"
@@ -68,6 +72,8 @@ def setup_logging(settings, program: str, verbose: bool = False, quiet: bool = F
     err.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
     err.setFormatter(_StderrFormatter(program))
     err.addFilter(redact)
+    if not verbose:
+        err.addFilter(lambda record: not getattr(record, "detail", False))
     setattr(err, _OURS, True)
     root.addHandler(err)
 

@@ -252,7 +252,8 @@ def test_harborlab_second_run_opens_no_repository_file(harborlab_indexed, tmp_pa
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(out.read_text()) == []
-    assert "index up to date: 59 tracked, 57 documents, 0 indexed, 57 unchanged" in proc.stderr
+    assert ("index up to date: 59 tracked files: 0 indexed, 56 unchanged, 3 skipped "
+            "(2 not a documentation kind, 1 no text to index), 0 deleted" in proc.stderr)
     assert "0 chunks embedded" in proc.stderr
 
 

@@ -77,6 +77,23 @@ def test_first_run_indexes_documents_and_accounts_for_everything(lab):
     assert _rows(settings, "SELECT count(*) FROM files") == [(5,)]
 
 
+def test_an_index_file_another_run_has_just_created_is_not_an_error(lab):
+    # A concurrent first run creates the SQLite file before its tables: the optimistic,
+    # lock-free check must hand over to the locked pass instead of failing.
+    repo, settings, server = lab
+    settings.index_path.parent.mkdir(parents=True, exist_ok=True)
+    for content in (b"", None):
+        if content is None:
+            sqlite3.connect(settings.index_path).close()  # a SQLite file with no tables
+        else:
+            settings.index_path.write_bytes(content)
+        report = indexer.refresh(settings, progress=False)
+        assert report.locked and report.indexed == 4, report.summary()
+        settings.index_path.unlink()
+        for side in ("-wal", "-shm"):
+            settings.index_path.with_name(settings.index_path.name + side).unlink(missing_ok=True)
+
+
 def test_unchanged_second_run_reads_nothing_and_embeds_nothing(lab):
     repo, settings, server = lab
     indexer.refresh(settings, progress=False)
