@@ -205,7 +205,7 @@ def _refresh(settings, args, log) -> int:
         return exitcodes.CONFIG if isinstance(exc, SourcesError) else exitcodes.FAILURE
     except KeyboardInterrupt:
         log.error("interrupted: nothing was written, the previous index is unchanged")
-        return 130
+        return exitcodes.INTERRUPTED
     except Exception as exc:
         return _embedding_or_failure(exc, log)
     if not report.tracked:

@@ -140,11 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the matching chunks verbatim; generate nothing")
     p.add_argument("--kind", help="only chunks of this kind (header, readme, manual, template, doc)")
     p.add_argument("--section", help="only chunks of this section (e.g. CONFIGURATION)")
-    p.add_argument("-k", type=int, default=None, metavar="N", help="chunks to retrieve")
+    p.add_argument("-k", type=int, default=None, metavar="N", help="chunks to retrieve (default: AI_TOP_K, 5)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--history", metavar="FILE",
                    help="JSON list of {role, content}: the conversation so far")
-    p.add_argument("--profile", default="varaverk", help="chat profile (default varaverk)")
+    p.add_argument("--profile", default="varaverk",
+                   help="chat profile: varaverk (default), chat, code or troubleshoot")
     p.add_argument("--log", metavar="PATH",
                    help="with --profile troubleshoot: the log to read first (only from under "
                         "AI_TROUBLESHOOT_LOG_DIRS)")

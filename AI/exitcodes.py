@@ -11,3 +11,4 @@ UNAVAILABLE = 69  # EX_UNAVAILABLE: no model server reachable (ai-query printed 
 MISMATCH = 65     # EX_DATAERR: the index was built with another embedding backend/model; use --force
 LOCKED = 75       # EX_TEMPFAIL: another run holds the lock past the timeout; try again later
 CONFIG = 78       # EX_CONFIG: the configuration is invalid (the message names the key)
+INTERRUPTED = 130  # 128 + SIGINT: stopped with Ctrl-C; nothing half-written was kept

@@ -166,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         return exitcodes.CONFIG
     repo = Path(args.repo).resolve() if args.repo else settings.ai_repo_root
     if not (repo / ".git").exists():
-        print(f"ai-eval: {repo} is not a git repository", file=sys.stderr)
-        return exitcodes.NO_INDEX
+        print(f"ai-eval: {repo} is not a git repository (make one from a folder with "
+              f"git init && git add -A && git commit)", file=sys.stderr)
+        return exitcodes.CONFIG
     data = Path(args.data_dir) if args.data_dir else settings.ai_data_dir / "eval" / repo.name
     settings = settings.replace(ai_repo_root=repo, ai_data_dir=data.resolve(), ai_enabled=True)
     setups = [s.strip() for s in args.setups.split(",") if s.strip()]

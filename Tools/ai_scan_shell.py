@@ -83,10 +83,11 @@ def _parser() -> argparse.ArgumentParser:
         prog="ai-scan-shell",
         description="Report destructive commands in a shell script or a Markdown answer. "
                     "Exit 0: nothing found; 1: findings; 2: usage error.")
-    p.add_argument("file", nargs="?", default="-", help="a file to scan, or - for standard input")
+    p.add_argument("file", nargs="?", default="-", help="a file to scan, or - for standard input (the default)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--markdown", action="store_true", help="scan only the shell code blocks")
-    mode.add_argument("--shell", action="store_true", help="scan the whole input as shell")
+    mode.add_argument("--shell", action="store_true", help="scan the whole input as shell (default: Markdown when the input has a "
+                           "``` or ~~~ fence, else shell)")
     p.add_argument("--json", action="store_true", help="print findings as a JSON array")
     return p
 

@@ -2,7 +2,7 @@
 
 Run on demand (not part of the unit suite)::
 
-    /work/venv/bin/python tests/benchmarks/bench_scoring.py [--sizes 3000,100000] [--rounds 50]
+    python -m tests.benchmarks.bench_scoring [--sizes 3000,100000] [--rounds 50]
 
 Two figures per size, each the median of ``--rounds`` queries after a warm-up:
 
