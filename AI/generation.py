@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
@@ -134,14 +134,17 @@ class ThinkSplitter:
 
     @property
     def unclosed(self) -> bool:
+        """True when a ``<think>`` block was still open at the end (its text stays reasoning)."""
         return self._in_think
 
     @property
     def answer(self) -> str:
+        """All content streamed as answer so far, outside think blocks, stripped."""
         return "".join(self._answer).strip()
 
     @property
     def thinking(self) -> str:
+        """All reasoning so far (think blocks, and text before a lone ``</think>``), stripped."""
         return "".join(self._thinking).strip()
 
     def _emit(self, kind: str, text: str, out: list[tuple[str, str]]) -> None:
@@ -234,6 +237,10 @@ class LineBuffer:
             raise GenerationError(f"the model server sent a line that is not UTF-8: {exc}") from None
 
     def feed(self, chunk: bytes) -> list[str]:
+        """Add ``chunk`` (raw bytes); return the lines it completed, decoded, without newline.
+
+        Raises GenerationError when a completed line is not valid UTF-8.
+        """
         self._buffer += chunk
         if b"\n" not in chunk:
             return []
@@ -242,6 +249,10 @@ class LineBuffer:
         return [self._decode(line) for line in complete]
 
     def close(self) -> list[str]:
+        """The unterminated last line as a one-item list ([] when only whitespace remains).
+
+        Empties the buffer. Raises GenerationError when that line is not valid UTF-8.
+        """
         rest, self._buffer = bytes(self._buffer), bytearray()
         return [self._decode(rest)] if rest.strip() else []
 
@@ -362,6 +373,12 @@ class OllamaChatClient(ChatClient):
             raise GenerationUnavailable(str(exc)) from None
 
     def stream(self, messages: list[dict[str, str]]) -> Iterator[StreamEvent]:
+        """Stream one turn from the first healthy Ollama host (see ``ChatClient.stream``).
+
+        When the remembered host cannot be reached, the choice is forgotten and a host is
+        picked once more. ``Completion.tok_s`` is ``eval_count`` over ``eval_duration`` (ns).
+        Raises GenerationUnavailable (no host reachable) or GenerationError.
+        """
         payload = {"model": self.model, "messages": messages, "stream": True,
                    "options": {"num_ctx": self.num_ctx}}
         with httpx.Client(timeout=self._timeout) as client:
@@ -447,6 +464,10 @@ class OpenAIChatClient(ChatClient):
         return f"<OpenAIChatClient base_url={self.base_url} model={self.model}>"
 
     def stream(self, messages: list[dict[str, str]]) -> Iterator[StreamEvent]:
+        """Stream one turn from ``{base_url}/chat/completions`` (see ``ChatClient.stream``).
+
+        Raises GenerationUnavailable (server unreachable) or GenerationError.
+        """
         url = self.base_url + "/chat/completions"
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else None
         payload: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True,

@@ -40,7 +40,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from flask import (Blueprint, Flask, Response, current_app, jsonify, make_response, redirect,
+from flask import (Blueprint, Flask, Response, current_app, jsonify, redirect,
                    render_template, request, stream_with_context, url_for)
 from werkzeug.exceptions import HTTPException
 
@@ -53,7 +53,9 @@ from varaverk_dock.render import render_markdown
 
 log = logging.getLogger("varaverk.dock")
 
-MAX_BODY_BYTES = 1024 * 1024  # an imported chat of MAX_MESSAGES long messages fits
+# Any request body, chat imports included (larger: 413). Holds MAX_MESSAGES messages of about
+# 5 KB each; an import of many near-MAX_CONTENT_CHARS messages is refused as too large.
+MAX_BODY_BYTES = 1024 * 1024
 ASK_FIELDS = frozenset({"question", "profile", "chat_id", "log_path"})
 EXTENSION = "varaverk_dock"
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
@@ -183,16 +185,19 @@ bp = Blueprint("dock", __name__)
 
 @bp.get("/favicon.ico")
 def favicon():
+    """``GET /favicon.ico``: a permanent redirect to the static SVG icon."""
     return redirect(url_for("static", filename="favicon.svg"), code=301)
 
 
 @bp.get("/healthz")
 def healthz():
+    """``GET /healthz``: "ok" as plain text; passes the token check and reveals nothing."""
     return Response("ok\n", mimetype="text/plain")
 
 
 @bp.get("/")
 def index():
+    """``GET /``: the chat page, or the "disabled" page while AI_ENABLED=false."""
     settings = _state().settings
     if not settings.ai_enabled:
         return render_template("disabled.html", host=settings.ai_host_name)
@@ -203,6 +208,7 @@ def index():
 
 @bp.get("/login")
 def login():
+    """``GET /login``: the token form; a redirect to ``/`` when no AI_DOCK_TOKEN is set."""
     if not _state().settings.ai_dock_token:
         return redirect(url_for("dock.index"))
     return render_template("login.html", error=None)
@@ -210,6 +216,8 @@ def login():
 
 @bp.post("/login")
 def login_post():
+    """``POST /login``: sets the session cookie for the right token; 401 and the form again
+    for a wrong one."""
     token = _state().settings.ai_dock_token
     if not token:
         return redirect(url_for("dock.index"))
@@ -228,6 +236,8 @@ def _gate():
 
 @bp.get("/api/profiles")
 def profiles():
+    """``GET /api/profiles``: the default profile and every profile's name, label, history
+    turns, retrieval, capabilities (sorted) and escalation target."""
     return jsonify({"default": DEFAULT_PROFILE, "profiles": [
         {"name": p.name, "label": p.label, "history_turns": p.history_turns,
          "retrieves": p.retrieves, "capabilities": sorted(p.capabilities),
@@ -243,6 +253,12 @@ def _json_object() -> dict | Response:
 
 @bp.post("/api/ask")
 def ask():
+    """``POST /api/ask``: runs one turn and streams its events as NDJSON (module docstring).
+
+    Request errors answer JSON before streaming: 400 (unknown field, bad question, profile,
+    log_path or chat_id), 404 (no such chat), 409 (corrupt chat). Failures once streaming
+    arrive as an "error" event; the turn is saved only after "done".
+    """
     body = _json_object()
     if isinstance(body, Response):
         return body
@@ -349,12 +365,15 @@ def _save_turn(state: DockState, chat_id: str | None, question: str, done: dict,
 
 @bp.get("/api/chats")
 def chats_list():
+    """``GET /api/chats``: chat summaries newest first, and problems with unreadable files."""
     chats, problems = _state().store.list_chats()
     return jsonify({"chats": chats, "problems": problems})
 
 
 @bp.post("/api/chats")
 def chats_create():
+    """``POST /api/chats``: imports ``{"messages", "profile"?}`` as a new chat, 201
+    ``{"chat": summary}``; 400 for unknown fields, an unknown profile or a refused message."""
     body = _json_object()
     if isinstance(body, Response):
         return body
@@ -374,6 +393,8 @@ def chats_create():
 
 @bp.get("/api/chats/<chat_id>")
 def chats_get(chat_id: str):
+    """``GET /api/chats/<id>``: the summary and messages, assistant ones also rendered as
+    sanitised ``html``; 400 malformed id, 404 no such chat, 409 corrupt file."""
     if not security.valid_chat_id(chat_id):
         return _api_error(400, "malformed chat id")
     try:
@@ -389,6 +410,7 @@ def chats_get(chat_id: str):
 
 @bp.delete("/api/chats/<chat_id>")
 def chats_delete(chat_id: str):
+    """``DELETE /api/chats/<id>``: 204; 400 malformed id, 404 no such chat."""
     if not security.valid_chat_id(chat_id):
         return _api_error(400, "malformed chat id")
     try:
@@ -409,6 +431,8 @@ def _repo_head(settings: Settings) -> str | None:
 
 @bp.get("/api/status")
 def status():
+    """``GET /api/status``: the index's files, chunks, model, last build and whether it is
+    behind the repository's HEAD; ``{"present": false, "message"}`` when it cannot be opened."""
     settings = _state().settings
     try:
         from varaverk.store import Index, IndexMissing
@@ -454,6 +478,8 @@ def status():
 
 @bp.get("/api/tokens")
 def tokens():
+    """``GET /api/tokens``: ledger token totals (today, last 7 days, all time) per host;
+    500 when the totals cannot be computed."""
     settings = _state().settings
     try:
         from varaverk.ledger import fleet_totals
