@@ -129,6 +129,7 @@ RESET = "\033[0m"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``ai-query`` command line (question words, retrieval filters, profile, output)."""
     p = argparse.ArgumentParser(
         prog="ai-query",
         description="Answer a question from the repository's indexed documentation, with "

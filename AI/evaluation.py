@@ -63,6 +63,7 @@ class Question:
 
     @property
     def gold_paths(self) -> set[str]:
+        """The repository paths of the gold locations (entries without a path are left out)."""
         return {g["path"] for g in self.gold if g.get("path")}
 
 
@@ -266,7 +267,18 @@ def _tracked_paths(listing) -> list[str]:
 
 def run_setup(setup: Setup, questions: Sequence[Question], queries: dict[str, str],
               k: int = max(KS)) -> list[Outcome]:
-    """Run every question through one setup with its prepared query."""
+    """Run every question through one setup with its prepared query.
+
+    Args:
+        setup: the retrieval setup.
+        questions: the questions, in the order the outcomes come back.
+        queries: the search query per question id (``prepare_queries``); a missing id searches
+            the question itself.
+        k: results retrieved per question (default 10, the largest of ``KS``).
+
+    Returns one Outcome per question: the 1-based rank of the first hit (None when there is
+    none or the question is unanswerable), the context hit, and the setup's "answered" verdict.
+    """
     out = []
     for q in questions:
         query = queries.get(q.id, q.question)

@@ -37,6 +37,7 @@ class RedactSecrets(logging.Filter):
         self._secrets = [s for s in secrets if s and len(s) >= 4]
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite ``record.msg`` (args merged in) when it holds a secret; always True (keep it)."""
         if self._secrets:
             message = record.getMessage()
             if any(s in message for s in self._secrets):

@@ -65,10 +65,12 @@ class HeaderLine:
 
     @property
     def indent(self) -> int:
+        """Number of leading spaces of ``text`` (tabs are already expanded)."""
         return len(self.text) - len(self.text.lstrip(" "))
 
     @property
     def blank(self) -> bool:
+        """True when the line holds nothing but whitespace."""
         return not self.text.strip()
 
 

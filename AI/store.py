@@ -518,8 +518,9 @@ class Index:
 
         Keys: ``path``, ``size_bytes`` (the SQLite file plus its WAL), ``meta`` (all meta
         entries), ``files`` (count by status), ``files_by_kind`` and ``chunks_by_kind``
-        (indexed kinds), ``skipped`` (``[{"path", "kind", "reason"}]``), ``partial`` (files with
-        chunks that failed to embed, same shape), ``tracked`` (rows in ``files``).
+        (indexed kinds), ``chunks`` (total), ``skipped`` (``[{"path", "kind", "reason"}]``),
+        ``partial`` (files with chunks that failed to embed, same shape), ``tracked`` (rows in
+        ``files``).
         """
         with self._lock:
             conn = self._conn
@@ -547,7 +548,8 @@ class Index:
         """Apply one index run's changes in a single transaction (all or nothing).
 
         Raises IndexMismatch (and writes nothing) when new vectors' dimension differs from the
-        stored one and ``changes.replace_all`` is false.
+        stored one and ``changes.replace_all`` is false; PermissionError when the index was
+        opened read-only.
         """
         if self.readonly:
             raise PermissionError("index opened read-only")

@@ -68,6 +68,8 @@ def _denied(exc):
 
 @bp.get("/api/logs")
 def logs():
+    """``GET /api/logs``: the picker's folders and logs; 400 for an unknown profile, 403
+    (CapabilityDenied) when the profile does not hold ``scoped_log``."""
     try:
         profile = _profile(request.args.get("profile"))
     except ValueError as exc:
@@ -86,6 +88,11 @@ def _body() -> dict | Response:
 
 @bp.post("/api/bug-reports/draft")
 def bug_report_draft():
+    """``POST /api/bug-reports/draft``: ``{"draft"}`` with secrets scrubbed, nothing written.
+
+    400 for a malformed body or profile, 403/404 when ``log_path`` may not be read or does not
+    exist, 403 when the profile does not hold ``bug_filing``.
+    """
     body = _body()
     if isinstance(body, Response):
         return body
@@ -117,6 +124,11 @@ def bug_report_draft():
 
 @bp.post("/api/bug-reports")
 def bug_report_save():
+    """``POST /api/bug-reports``: writes a confirmed draft, 201 ``{"file"}`` (the file name).
+
+    400 without ``"confirm": true`` or for an invalid draft, 403 when the profile does not hold
+    ``bug_filing``.
+    """
     body = _body()
     if isinstance(body, Response):
         return body

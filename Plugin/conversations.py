@@ -144,6 +144,8 @@ class Chat:
 
     @property
     def title(self) -> str:
+        """The first question, whitespace collapsed, cut to TITLE_CHARS with "…"; "(empty chat)"
+        when there is none."""
         return _title_of(self.messages)
 
     def summary(self) -> dict:
@@ -153,6 +155,7 @@ class Chat:
                 "turns": sum(1 for m in self.messages if m["role"] == "user")}
 
     def to_json(self) -> dict:
+        """The chat file's JSON object (FORMAT_VERSION, the attributes and the title)."""
         return {"version": FORMAT_VERSION, "id": self.id, "host": self.host,
                 "created": self.created, "updated": self.updated, "profile": self.profile,
                 "title": self.title, "messages": self.messages}

@@ -83,6 +83,7 @@ SETUPS = ("baseline", "dense", "lexical", "ours")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``ai-eval`` command line (question file, repository, setups, output)."""
     p = argparse.ArgumentParser(prog="ai-eval", description=(
         "Measure retrieval on a question file (shared eval format): recall@1/@5/@10, MRR, "
         "context hit and 'not covered', per shape, for several setups side by side."))

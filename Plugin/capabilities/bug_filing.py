@@ -62,7 +62,13 @@ def versions(settings) -> dict[str, str]:
 
 def draft_bug_report(profile, settings, *, title: str, what_happened: str,
                      log_excerpt: str = "", log_source: str | None = None) -> dict:
-    """A bug report draft for the user to review. Requires ``bug_filing``."""
+    """A bug report draft for the user to review. Requires ``bug_filing``.
+
+    Returns a dict with "title", "what_happened", "log_excerpt" (its last part when long),
+    "log_source", "versions" and "created_at" (UTC, ``YYYY-MM-DDTHH:MM:SSZ``); known secret
+    values and secret-looking text are scrubbed and each field is cut to ``LIMITS``. Nothing is
+    written. Raises CapabilityDenied when the profile does not hold ``bug_filing``.
+    """
     profile.require(BUG_FILING)
     known = known_secrets(settings)
     draft = {

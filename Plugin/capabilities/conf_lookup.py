@@ -41,6 +41,7 @@ class ConfValue:
     reason: str = ""
 
     def line(self) -> str:
+        """One prompt line: ``KEY=value`` (marked when redacted), or ``KEY: not set ...``."""
         if self.value is None:
             return f"{self.key}: not set in master.conf ({self.reason or 'the default applies'})"
         suffix = f" (redacted: {self.reason})" if self.redacted else ""

@@ -36,6 +36,7 @@ class IncidentsExcerpt:
     entries: list[str]
 
     def block(self) -> str:
+        """The prompt context block: a ``[incidents: ...]`` head line, then one ``- entry`` a line."""
         head = f"[incidents: the last {len(self.entries)} entries of {self.path}]"
         if not self.entries:
             return f"{head}\n(no incidents recorded)"

@@ -53,6 +53,7 @@ class Run:
 
     @property
     def outcome(self) -> str:
+        """Human wording of the result: "ok (exit 0)", "FAILED (exit N)", or why it is unknown."""
         if self.end is None and self.exit_code is None:
             return "running or no end recorded"
         if self.exit_code is None:
@@ -70,6 +71,8 @@ class JobRuns:
     error: str = ""
 
     def lines(self) -> list[str]:
+        """Prompt lines, one per run (start, end, outcome, summary, ``[from source line N]``);
+        a single line when there was an error or no run was recorded."""
         if self.error:
             return [f"{self.job}: {self.error}"]
         if not self.runs:
@@ -149,7 +152,13 @@ def parse_job_log(lines: list[str], first_line: int) -> list[Run]:
 
 
 def job_runs(settings, job: str, limit: int = 3) -> JobRuns:
-    """The last ``limit`` runs of one job from the first source that exists."""
+    """The last ``limit`` runs of one job from the first source that exists.
+
+    Sources, in order: ``AI_RUN_STATUS_DIR/<job>.status``, ``AI_RUN_STATUS_DIR/<job>.json``,
+    then ``<job>.log`` under ``AI_TROUBLESHOOT_LOG_DIRS`` (its last ``LOG_TAIL_BYTES``).
+    Never raises for a bad name or an unreadable source: the returned JobRuns carries
+    ``error`` instead, and no runs with ``source`` None when nothing was found.
+    """
     if not _JOB_NAME.match(job):
         return JobRuns(job, None, error="not a valid job name")
     status_dir = settings.ai_run_status_dir

@@ -121,6 +121,9 @@ def resolve_log(settings, requested: str | os.PathLike) -> Path:
     A relative path is taken relative to each configured folder in turn. Any ``..``
     component is refused before resolving; the resolved path must still lie under the
     (resolved) folder, so a symlink pointing elsewhere is refused too.
+
+    Raises LogAccessDenied (empty path, ``..``, no folder configured, outside the folders, not
+    a regular file, unreadable) or LogNotFound (no such file under any folder).
     """
     raw = os.fspath(requested).strip()
     if not raw or "\x00" in raw:
