@@ -370,21 +370,6 @@ def _prune_locked(path: Path, fd: int, retain_rows: int) -> bool:
     return True
 
 
-def prune(path: str | os.PathLike, retain_rows: int) -> bool:
-    """Prune the ledger at ``path`` to its newest ``retain_rows`` lines now, under the lock.
-
-    Returns True when lines were dropped, False when there was nothing to drop.
-    """
-    path = Path(path)
-    if not path.exists():
-        return False
-    fd = _open_locked(path)
-    try:
-        return _prune_locked(path, fd, retain_rows)
-    finally:
-        os.close(fd)
-
-
 def read_bytes_locked(path: str | os.PathLike) -> tuple[bytes, os.stat_result]:
     """The whole ledger file and its fstat, read under a shared flock (no half-written row).
 
