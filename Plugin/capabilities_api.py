@@ -79,11 +79,24 @@ def logs():
                     "logs": list_logs(profile, settings)})
 
 
-def _body() -> dict | Response:
+class _BadRequest(ValueError):
+    """A malformed request body; answered 400 with its message."""
+
+
+@bp.errorhandler(_BadRequest)
+def _bad_request(exc):
+    return _error(400, str(exc))
+
+
+def _body_and_profile() -> tuple[dict, object]:
+    """The JSON object body and the profile it names; raises _BadRequest for either."""
     body = request.get_json(silent=True)
     if not isinstance(body, dict):
-        return _error(400, "expected a JSON object body")
-    return body
+        raise _BadRequest("expected a JSON object body")
+    try:
+        return body, _profile(body.get("profile"))
+    except ValueError as exc:
+        raise _BadRequest(str(exc)) from None
 
 
 @bp.post("/api/bug-reports/draft")
@@ -93,13 +106,7 @@ def bug_report_draft():
     400 for a malformed body or profile, 403/404 when ``log_path`` may not be read or does not
     exist, 403 when the profile does not hold ``bug_filing``.
     """
-    body = _body()
-    if isinstance(body, Response):
-        return body
-    try:
-        profile = _profile(body.get("profile"))
-    except ValueError as exc:
-        return _error(400, str(exc))
+    body, profile = _body_and_profile()
     title, what = body.get("title", ""), body.get("what_happened", "")
     if not isinstance(title, str) or not isinstance(what, str):
         return _error(400, "title and what_happened must be strings")
@@ -129,13 +136,7 @@ def bug_report_save():
     400 without ``"confirm": true`` or for an invalid draft, 403 when the profile does not hold
     ``bug_filing``.
     """
-    body = _body()
-    if isinstance(body, Response):
-        return body
-    try:
-        profile = _profile(body.get("profile"))
-    except ValueError as exc:
-        return _error(400, str(exc))
+    body, profile = _body_and_profile()
     if body.get("confirm") is not True:
         return _error(400, 'not written: the user must confirm ("confirm": true)')
     try:
