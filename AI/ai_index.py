@@ -150,13 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run ai-index; returns the exit code (see ``EPILOG``)."""
     args = build_parser().parse_args(argv)
-    from varaverk.config import ConfigError, load_settings
+    from varaverk.config import ConfigError, load_settings_or_report
     from varaverk.logs import setup_logging
 
-    try:
-        settings = load_settings(args.config)
-    except ConfigError as exc:
-        print(f"ai-index: configuration error: {exc}", file=sys.stderr)
+    settings = load_settings_or_report("ai-index", args.config)
+    if settings is None:
         return exitcodes.CONFIG
 
     if args.dry_run or args.status:

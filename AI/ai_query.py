@@ -201,7 +201,7 @@ def _print_sources(sources: list[dict], title: str = "Sources:", out=sys.stdout)
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: parse, gate, retrieve, answer; returns an exit code (header: Exit codes)."""
-    from varaverk.config import ConfigError, load_settings
+    from varaverk.config import load_settings_or_report
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -212,10 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("-k must be at least 1")
     if bool(args.token_db) != bool(args.token_host):
         parser.error("--token-db and --token-host go together")
-    try:
-        settings = load_settings(args.config)
-    except ConfigError as exc:
-        print(f"ai-query: {exc}", file=sys.stderr)
+    settings = load_settings_or_report("ai-query", args.config)
+    if settings is None:
         return exitcodes.CONFIG
 
     from varaverk.logs import setup_logging

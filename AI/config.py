@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -238,3 +239,17 @@ def load_settings(config_path: str | os.PathLike | None = None,
         raise ConfigError(f"AI_GEN_BACKEND: expected one of {', '.join(GEN_BACKENDS)}, "
                           f"got {settings.ai_gen_backend!r}")
     return settings
+
+
+def load_settings_or_report(program: str, config_path: str | os.PathLike | None = None
+                            ) -> Settings | None:
+    """``load_settings`` for an entry point: the one place a bad configuration is reported.
+
+    Returns the Settings, or None after printing ``<program>: configuration error: <reason>``
+    on stderr; the caller then exits with ``exitcodes.CONFIG``.
+    """
+    try:
+        return load_settings(config_path)
+    except ConfigError as exc:
+        print(f"{program}: configuration error: {exc}", file=sys.stderr)
+        return None

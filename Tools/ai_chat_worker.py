@@ -359,7 +359,7 @@ _EXIT_FOR_ERROR = {"unavailable": exitcodes.UNAVAILABLE, "no_index": exitcodes.N
 
 def main(argv: list[str] | None = None) -> int:
     """Read a TurnRequest as JSON on stdin, write its TurnEvents as NDJSON on stdout."""
-    from varaverk.config import ConfigError, load_settings
+    from varaverk.config import load_settings_or_report
 
     parser = argparse.ArgumentParser(
         prog="ai-chat-worker",
@@ -370,10 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        settings = load_settings(args.config)
-    except ConfigError as exc:
-        print(f"ai-chat-worker: {exc}", file=sys.stderr)
+    settings = load_settings_or_report("ai-chat-worker", args.config)
+    if settings is None:
         return exitcodes.CONFIG
     if not settings.ai_enabled:
         print("ai-chat-worker: AI_ENABLED is false; nothing to do", file=sys.stderr)

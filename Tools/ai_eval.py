@@ -154,16 +154,14 @@ def evaluate(settings, questions_path: str, setups: list[str], rewrite: str = "f
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns an exit code (0 ok, 66 no repository, 78 config, 1 failure)."""
-    from varaverk.config import ConfigError, load_settings
+    from varaverk.config import load_settings_or_report
     from varaverk.evaluation import format_table
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    try:
-        settings = load_settings(args.config)
-    except ConfigError as exc:
-        print(f"ai-eval: {exc}", file=sys.stderr)
+    settings = load_settings_or_report("ai-eval", args.config)
+    if settings is None:
         return exitcodes.CONFIG
     repo = Path(args.repo).resolve() if args.repo else settings.ai_repo_root
     if not (repo / ".git").exists():

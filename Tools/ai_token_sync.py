@@ -116,7 +116,7 @@ import httpx
 
 from varaverk import exitcodes, ledger
 from varaverk.atomic_files import write_atomic
-from varaverk.config import ConfigError, Settings, load_settings
+from varaverk.config import ConfigError, Settings, load_settings_or_report
 from varaverk.logs import setup_logging
 
 PROG = "ai-token-sync"
@@ -330,10 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns an exit code from varaverk.exitcodes."""
     args = build_parser().parse_args(argv)
-    try:
-        settings = load_settings(args.config)
-    except ConfigError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+    settings = load_settings_or_report(PROG, args.config)
+    if settings is None:
         return exitcodes.CONFIG
     setup_logging(settings, PROG, verbose=args.verbose, quiet=args.quiet,
                   to_file=not args.totals_only)

@@ -94,7 +94,7 @@ import filelock
 import git
 
 from varaverk import exitcodes
-from varaverk.config import ConfigError, Settings, load_settings
+from varaverk.config import Settings, load_settings_or_report
 from varaverk.logs import setup_logging
 
 PROG = "git-pull-execute"
@@ -260,10 +260,8 @@ def main(argv: list[str] | None = None, *,
          indexer: Callable[[str | None], int] = run_index) -> int:
     """Entry point; returns an exit code from varaverk.exitcodes."""
     args = build_parser().parse_args(argv)
-    try:
-        settings = load_settings(args.config)
-    except ConfigError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+    settings = load_settings_or_report(PROG, args.config)
+    if settings is None:
         return exitcodes.CONFIG
     setup_logging(settings, PROG, verbose=args.verbose, quiet=args.quiet)
     lock_path = settings.ai_data_dir / LOCK_NAME

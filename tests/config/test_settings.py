@@ -90,3 +90,12 @@ def test_example_conf_parses_with_only_known_keys():
     assert used <= keys
     s = load_settings(example, environ={})
     assert s.ai_enabled is True and s.ai_embed_backend == "ollama"
+
+
+def test_entry_points_report_a_bad_conf_in_one_format(tmp_path, capsys):
+    from varaverk.config import load_settings_or_report
+
+    assert load_settings_or_report("ai-index", write_conf(tmp_path, 'AI_TOP_K="many"\n')) is None
+    assert capsys.readouterr().err.startswith("ai-index: configuration error: AI_TOP_K")
+    good = load_settings_or_report("ai-index", write_conf(tmp_path, 'AI_TOP_K="4"\n'))
+    assert good is not None and good.ai_top_k == 4
