@@ -17,7 +17,7 @@
 #     the question's shape boosts the header section that usually answers it, and a name
 #     written in the question (MOVER_STOP_TIMEOUT, --force-delete) puts its own chunk first.
 #   Answering
-#     Generation goes through the chat worker (Tools/ai_chat_worker.py) like the dock does:
+#     Generation goes through the chat worker (AI/answer.py) like the dock does:
 #     the profile's system prompt, the history, the labelled excerpts and the question.
 #     Tokens are printed as they arrive; reasoning is kept apart and shown only with
 #     --show-reasoning; the sources are listed after the answer.
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ai-query: {exc}", file=sys.stderr)
         return exitcodes.USAGE
     try:
-        from varaverk_dock.profiles import UnknownProfile, get_profile
+        from varaverk.profiles import UnknownProfile, get_profile
         get_profile(args.profile)
     except UnknownProfile as exc:
         print(f"ai-query: {exc}", file=sys.stderr)
@@ -292,7 +292,7 @@ def _search(args, settings, retriever, question, history, filters) -> int:
 
 
 def _answer(args, settings, retriever, question, history, filters) -> int:
-    from varaverk_tools.ai_chat_worker import TurnRequest, run_turn
+    from varaverk.answer import TurnRequest, run_turn
 
     request = TurnRequest(profile=args.profile, question=question, history=history,
                           kind=args.kind, section=args.section, k=filters["k"],

@@ -1,11 +1,11 @@
 """Prompt building: system prompt, history, labelled context within a budget, the question.
 
 The one home of what a model is told. ``ai-query`` and the dock both reach it through the worker
-(``varaverk_tools.ai_chat_worker.run_turn``), never with a second copy.
+(``varaverk.answer.run_turn``), never with a second copy.
 
 Message layout (``build_messages``), as a list of ``{"role", "content"}``:
 
-1. ``system``: the profile's editable system prompt (``Plugin/prompts/<profile>.md``) and, for
+1. ``system``: the profile's editable system prompt (``AI/system_prompts/<profile>.md``) and, for
    profiles that answer from documents, ``ANSWER_RULES`` (answer only from the context, cite
    each claim with its label, say what the context does not cover).
 2. the last ``profile.history_turns`` user/assistant turns of the conversation, oldest first,

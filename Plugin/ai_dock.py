@@ -16,7 +16,7 @@
 #   gunicorn master forks AI_DOCK_WORKERS worker processes with a pool of threads each; every
 #   worker builds the Flask application (varaverk_dock.app:create_app) and, on the first
 #   question, one retriever and one chat client that it keeps for its lifetime. A question
-#   goes to POST /api/ask, which runs the chat worker (varaverk_tools.ai_chat_worker): it
+#   goes to POST /api/ask, which runs the chat worker (varaverk.answer): it
 #   retrieves, builds the prompt for the profile, streams from the model server and appends
 #   one ledger row with source webgui when the turn completes. The dock streams the turn to
 #   the browser as NDJSON and, once the turn is done, saves the conversation under
@@ -26,7 +26,7 @@
 #   One Retrieval Path
 #     The dock never retrieves, prompts or generates itself. It calls the same worker that
 #     ai-query uses, so an answer in the browser and an answer in the shell come from the same
-#     code and the same profile definition (Plugin/profiles.py).
+#     code and the same profile definition (AI/profiles.py).
 #   Threads For Streams
 #     An answer streams for seconds to minutes while the process mostly waits on the model
 #     server. gunicorn's threaded workers keep many streams open on few processes, and each

@@ -16,42 +16,33 @@ the Host header, the token and same-origin for POSTs):
     it answers 400 and writes nothing. 403 when the profile does not hold ``bug_filing``.
 
 Every route answers 503 while ``AI_ENABLED=false``. Settings are the dock's own
-(``app.extensions["varaverk_dock"].settings``).
+(``varaverk_dock.state.dock_state()``).
 """
 
 from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, jsonify, request
 
-from varaverk_dock.capabilities import (BugReportInvalid, CapabilityDenied, LogAccessDenied,
-                                        LogNotFound, draft_bug_report, list_logs, read_log,
+from varaverk.capabilities import (BugReportInvalid, CapabilityDenied, LogAccessDenied,
+                                   LogNotFound, draft_bug_report, list_logs, read_log,
                                         save_bug_report)
-from varaverk_dock.capabilities.scoped_log import log_dirs
-from varaverk_dock.app import EXTENSION
-from varaverk_dock.profiles import UnknownProfile, get_profile
+from varaverk.capabilities.scoped_log import log_dirs
+from varaverk.profiles import UnknownProfile, get_profile
+from varaverk_dock.errors import api_error, disabled_gate
+from varaverk_dock.state import dock_state
 
 log = logging.getLogger("varaverk.capabilities")
 
 bp = Blueprint("capabilities", __name__)
 
 
+bp.before_request(disabled_gate)
+
+
 def _settings():
-    return current_app.extensions[EXTENSION].settings
-
-
-def _error(status: int, message: str) -> Response:
-    resp = jsonify({"error": message})
-    resp.status_code = status
-    return resp
-
-
-@bp.before_request
-def _enabled():
-    if not _settings().ai_enabled:
-        return _error(503, "Varaverk is disabled on this host (AI_ENABLED=false)")
-    return None
+    return dock_state().settings
 
 
 def _profile(name):
@@ -63,7 +54,7 @@ def _profile(name):
 
 @bp.errorhandler(CapabilityDenied)
 def _denied(exc):
-    return _error(403, str(exc))
+    return api_error(403, str(exc))
 
 
 @bp.get("/api/logs")
@@ -73,7 +64,7 @@ def logs():
     try:
         profile = _profile(request.args.get("profile"))
     except ValueError as exc:
-        return _error(400, str(exc))
+        return api_error(400, str(exc))
     settings = _settings()
     return jsonify({"dirs": [str(d) for d in log_dirs(settings)],
                     "logs": list_logs(profile, settings)})
@@ -85,7 +76,7 @@ class _BadRequest(ValueError):
 
 @bp.errorhandler(_BadRequest)
 def _bad_request(exc):
-    return _error(400, str(exc))
+    return api_error(400, str(exc))
 
 
 def _body_and_profile() -> tuple[dict, object]:
@@ -109,17 +100,17 @@ def bug_report_draft():
     body, profile = _body_and_profile()
     title, what = body.get("title", ""), body.get("what_happened", "")
     if not isinstance(title, str) or not isinstance(what, str):
-        return _error(400, "title and what_happened must be strings")
+        return api_error(400, "title and what_happened must be strings")
     settings = _settings()
     excerpt_text, source = "", None
     log_path = body.get("log_path")
     if log_path:
         if not isinstance(log_path, str):
-            return _error(400, "log_path must be a string")
+            return api_error(400, "log_path must be a string")
         try:
             excerpts = read_log(profile, settings, log_path)
         except (LogAccessDenied, LogNotFound) as exc:
-            return _error(403 if isinstance(exc, LogAccessDenied) else 404, str(exc))
+            return api_error(403 if isinstance(exc, LogAccessDenied) else 404, str(exc))
         main = excerpts[0]
         source = main.label
         excerpt_text = "\n".join(f"{n}: {t}" for n, t in
@@ -138,11 +129,11 @@ def bug_report_save():
     """
     body, profile = _body_and_profile()
     if body.get("confirm") is not True:
-        return _error(400, 'not written: the user must confirm ("confirm": true)')
+        return api_error(400, 'not written: the user must confirm ("confirm": true)')
     try:
         path = save_bug_report(_settings(), body.get("draft"), True, profile=profile)
     except BugReportInvalid as exc:
-        return _error(400, f"invalid draft: {exc}")
+        return api_error(400, f"invalid draft: {exc}")
     resp = jsonify({"file": path.name})
     resp.status_code = 201
     return resp

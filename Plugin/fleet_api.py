@@ -25,10 +25,10 @@ import datetime as dt
 import hmac
 import os
 
-from flask import Blueprint, Response, abort, current_app, request
+from flask import Blueprint, Response, abort, request
 
 from varaverk.ledger import read_bytes_locked
-from varaverk_dock.app import EXTENSION
+from varaverk_dock.state import dock_state
 
 FLEET_PREFIX = "/api/fleet/"
 LEDGER_PATH = FLEET_PREFIX + "ledger"
@@ -85,7 +85,7 @@ def ledger():
     Statuses: 200 (body: the ledger, possibly empty), 304 (unchanged), 401 (missing or wrong
     fleet token), 404 (fleet sharing off: ``AI_FLEET_TOKEN`` unset).
     """
-    settings = current_app.extensions[EXTENSION].settings
+    settings = dock_state().settings
     if not settings.ai_fleet_token:
         abort(404)
     if not _authorised(settings.ai_fleet_token):

@@ -9,13 +9,13 @@ import logging
 import pytest
 
 from tests.capabilities.conftest import CANARIES, assert_no_canary, turn
-from varaverk_dock.capabilities import (CapabilityDenied, ConfKeyNotAllowed, conf_lookup,
+from varaverk.capabilities import (CapabilityDenied, ConfKeyNotAllowed, conf_lookup,
                                         draft_bug_report, gather_context, list_logs,
                                         live_health, read_log, recent_incidents, run_evidence,
                                         save_bug_report, scrub)
-from varaverk_dock.capabilities.bug_filing import BugReportInvalid
-from varaverk_dock.capabilities.redaction import known_secrets, value_looks_secret
-from varaverk_dock.profiles import PROFILES, get_profile
+from varaverk.capabilities.bug_filing import BugReportInvalid
+from varaverk.capabilities.redaction import known_secrets, value_looks_secret
+from varaverk.profiles import PROFILES, get_profile
 
 from tests.capabilities.test_scoped_log import FAILING_JOB
 

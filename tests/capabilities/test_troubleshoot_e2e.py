@@ -49,7 +49,7 @@ def test_troubleshoot_answer_cites_log_lines_and_docs_and_leaks_nothing(indexed,
                                                                          caplog, monkeypatch):
     from varaverk.ledger import read_rows
     from varaverk.search import Retriever
-    from varaverk_tools.ai_chat_worker import TurnRequest, run_turn
+    from varaverk.answer import TurnRequest, run_turn
 
     monkeypatch.delenv("AI_CONFIG", raising=False)
     repo, index_file, server = indexed

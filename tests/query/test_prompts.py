@@ -8,7 +8,7 @@ from varaverk.chunking import Chunk
 from varaverk.config import Settings
 from varaverk.prompts import (ANSWER_RULES, build_messages, context_budget, format_context,
                               label, trim_history)
-from varaverk_dock.profiles import PROFILES, get_profile
+from varaverk.profiles import PROFILES, get_profile
 
 
 def chunk(path="Backup/rsync_mirror.sh", section="OPERATIONAL SAFEGUARDS",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.query.conftest import query_settings
-from varaverk_tools.ai_chat_worker import TurnEvent, TurnRequest, run_turn
+from varaverk.answer import TurnEvent, TurnRequest, run_turn
 
 MOVER = "what stops rsync and the mover running at once"
 

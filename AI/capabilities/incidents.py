@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from varaverk_dock.profiles import INCIDENTS
+from varaverk.profiles import INCIDENTS
 
 from .scoped_log import read_excerpt
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from varaverk_dock.profiles import (CONF_LOOKUP, INCIDENTS, LIVE_HEALTH, RUN_EVIDENCE,
+from varaverk.profiles import (CONF_LOOKUP, INCIDENTS, LIVE_HEALTH, RUN_EVIDENCE,
                                     SCOPED_LOG, CapabilityDenied)
 
 from .bug_filing import BugReportInvalid, draft_bug_report, save_bug_report
@@ -91,7 +91,7 @@ def gather_context(profile, request, settings) -> CapabilityContext:
     """Evidence for one turn from the reading capabilities ``profile`` holds.
 
     Args:
-        profile: a ``varaverk_dock.profiles.Profile``.
+        profile: a ``varaverk.profiles.Profile``.
         request: the worker's ``TurnRequest`` (``question``, ``log_path``).
         settings: ``varaverk.config.Settings``.
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from varaverk_dock.profiles import RUN_EVIDENCE
+from varaverk.profiles import RUN_EVIDENCE
 
 from .scoped_log import LogAccessDenied, LogNotFound, read_excerpt, resolve_log
 

@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from varaverk_dock.profiles import SCOPED_LOG
+from varaverk.profiles import SCOPED_LOG
 
 log = logging.getLogger("varaverk.capabilities")
 

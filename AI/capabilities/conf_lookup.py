@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from varaverk_dock.profiles import CONF_LOOKUP
+from varaverk.profiles import CONF_LOOKUP
 
 from .redaction import (REDACTED, conf_path, key_looks_secret, known_secrets,
                         mask_url_credentials, read_conf, scrub, value_looks_secret)

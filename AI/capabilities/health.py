@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from varaverk_dock.profiles import LIVE_HEALTH
+from varaverk.profiles import LIVE_HEALTH
 
 log = logging.getLogger("varaverk.capabilities")
 COMMAND_TIMEOUT = 3.0

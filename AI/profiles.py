@@ -4,7 +4,7 @@ A profile is a contract (its system prompt) plus what it may reach (its capabili
 Capability checks happen in one place, ``Profile.require``: code that uses a capability calls
 it first, so a profile that does not hold a capability cannot reach it whatever the user asks.
 
-System prompts are plain files in ``Plugin/prompts/<name>.md`` that an operator may edit
+System prompts are plain files in ``AI/system_prompts/<name>.md`` that an operator may edit
 without touching code; they are read at each use, so an edit applies to the next turn.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-PROMPTS_DIR = Path(__file__).resolve().parent / "prompts"
+PROMPTS_DIR = Path(__file__).resolve().parent / "system_prompts"
 
 # Every capability that exists. A profile holds a subset.
 RETRIEVAL = "retrieval"

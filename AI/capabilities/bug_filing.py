@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 
 from varaverk.atomic_files import write_atomic
-from varaverk_dock.profiles import BUG_FILING
+from varaverk.profiles import BUG_FILING
 
 from .redaction import known_secrets, scrub
 
