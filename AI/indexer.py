@@ -367,145 +367,221 @@ class _Pending:
     chunks: list  # list[Chunk]
 
 
+@dataclass
+class _Run:
+    """One locked refresh: what it reads, what it will write, and its report.
+
+    ``states``/``meta`` are the stored rows and meta read under the lock; ``rechunk`` is set
+    when the chunkers changed since the last run (every document is re-read and re-chunked).
+    """
+
+    settings: Any
+    idx: Index
+    listing: Any
+    get_embedder: Callable[[], Any]
+    force: bool
+    progress: Any
+    report: IndexReport
+    started: float
+    states: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+    stamp: str = ""
+    rechunk: bool = False
+    changes: IndexChanges = field(default_factory=IndexChanges)
+    pending: list = field(default_factory=list)  # list[_Pending]
+
+
 def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force, progress,
                     report: IndexReport, started: float) -> None:
-    root = listing.root
-    states = {} if force else idx.file_states()
-    meta = idx.meta()
-    stamp = chunker_stamp()
-    # New chunking rules: re-chunk every document (unchanged chunk texts keep their vectors).
-    rechunk = bool(states) and meta.get("chunker") != stamp
-    if rechunk:
-        log.info("the chunkers changed since the last run: every document is re-chunked")
-    if not force and (meta.get("config_backend"), meta.get("config_model")) != _config_key(settings):
-        _check_embedder(settings, idx, meta, get_embedder)
-
+    """The locked pass: compare, read, chunk, embed and write, in that order (see module doc)."""
+    run = _Run(settings, idx, listing, get_embedder, force, progress, report, started,
+               changes=IndexChanges(replace_all=force))
+    _load_stored(run)
     report.tracked = len(listing.entries)
     report.head = listing.head
     report.documents = sum(1 for e in entries if e.kind)
-    changes = IndexChanges(replace_all=force)
-    pending: list[_Pending] = []
-
     for entry in entries:
-        stored = states.get(entry.path)
-        if entry.reason:
-            report.skipped.append((entry.path, entry.reason))
-            if not _skip_unchanged(entry, stored):
-                # Logged when a path's state changes (so the first run logs every skip);
-                # --status lists them all, every time.
-                suffix = "; its chunks are removed" if stored and stored.chunk_count else ""
-                log.info("%s: skipped: %s%s", entry.path, entry.reason, suffix, extra=DETAIL)
-                changes.replace_chunks_of.append(entry.path)
-                changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped",
-                                                 entry.reason))
-            continue
-        st = entry.st
-        if not rechunk and _stat_unchanged(entry, stored):
-            if stored.status == "skipped":
-                report.skipped.append((entry.path, stored.reason))
-            else:
-                report.unchanged += 1
-            continue
-        data, reason = _read(root, entry)
-        if data is None:
-            report.skipped.append((entry.path, reason))
-            changes.replace_chunks_of.append(entry.path)
-            changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped", reason))
-            continue
-        report.files_read += 1
-        sha = _sha256(data)
-        if not rechunk and stored is not None and stored.sha256 == sha \
-                and stored.status != "partial" and stored.kind == entry.kind:
-            # Same content under a new mtime: record the new stat, keep chunks and vectors.
-            if stored.status == "skipped":
-                report.skipped.append((entry.path, stored.reason))
-            else:
-                report.rehashed += 1
-            changes.file_rows.append(FileRow(entry.path, entry.kind, st.st_size, st.st_mtime_ns,
-                                             sha, stored.status, stored.reason,
-                                             stored.chunk_count, stored.encoding))
-            continue
-        emb = get_embedder()
-        decoded, chunks, reason = _decode_and_chunk(entry, data, emb.count_tokens, emb.max_tokens)
-        if reason:
-            if decoded.text is not None:
-                log.info("%s: skipped: %s", entry.path, reason, extra=DETAIL)
-            _skip_read(changes, report, entry, st, sha, reason, decoded.encoding)
-            continue
-        pending.append(_Pending(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,
-                                decoded.encoding, chunks))
-
-    current = {e.path for e in entries}
-    report.deleted = sorted(p for p in states if p not in current)
-    changes.delete_paths = list(report.deleted)
-    for path in report.deleted:
-        log.info("%s: no longer tracked; its chunks are removed", path)
-
+        _scan_entry(run, entry)
+    _record_deletions(run, entries)
     report.timings["prepare"] = time.monotonic() - started
-    if pending:
-        emb = get_embedder()
-        expect = None
-        if not force:
-            _check_embedder(settings, idx, meta, get_embedder)
-            if meta.get("embed_backend"):
-                expect = (meta, int(meta.get("embed_dimension") or 0))
-        reused = {} if force else _reusable_vectors(idx, pending)
-        report.chunks_reused = len(reused)
-        embed_started = time.monotonic()
-        vectors, failures = _embed_all(
-            emb, [c for p in pending for c in p.chunks if id(c) not in reused], progress,
-            report, expect)
-        vectors.update(reused)
-        report.timings["embed"] = time.monotonic() - embed_started
-        for item in pending:
-            stored_chunks, failed = [], []
-            for chunk in item.chunks:
-                pieces = vectors.get(id(chunk))
-                if pieces:
-                    stored_chunks.extend(pieces)
-                if id(chunk) in failures:
-                    failed.append(failures[id(chunk)])
-            changes.replace_chunks_of.append(item.path)
-            changes.new_chunks.extend(stored_chunks)
-            if failed:
-                reason = (f"{len(failed)} of {len(item.chunks)} chunks failed to embed "
-                          f"(retried next run): {failed[0]}")
-                log.warning("%s: %s", item.path, reason)
-                report.failures.extend((item.path, msg) for msg in failed)
-                # size -1: the next run re-reads and re-embeds this file.
-                changes.file_rows.append(FileRow(item.path, item.kind, -1, -1, "", "partial",
-                                                 reason, len(stored_chunks), item.encoding))
-            else:
-                report.indexed += 1
-                changes.file_rows.append(FileRow(item.path, item.kind, item.size, item.mtime_ns,
-                                                 item.sha256, "indexed", "", len(stored_chunks),
-                                                 item.encoding))
-        report.chunks_embedded = len(changes.new_chunks) - report.chunks_reused
-        report.chunks_failed = len(report.failures)
-        if changes.new_chunks:
-            # The dimension is read off the vectors when they are written (no probe request).
-            changes.embedder = (emb.backend, emb.model, None)
+    if run.pending:
+        _embed_pending(run)
     elif force:
         emb = get_embedder()
-        changes.embedder = (emb.backend, emb.model, None)
-
-    if not (changes.file_rows or changes.delete_paths or changes.new_chunks or force
-            or (listing.head or "") != meta.get("head", "")
-            or (meta.get("config_backend"), meta.get("config_model")) != _config_key(settings)):
+        run.changes.embedder = (emb.backend, emb.model, None)
+    if not _has_changes(run):
         report.seconds = time.monotonic() - started
         return  # another run did the work while we waited for the lock
+    _write(run)
 
-    report.seconds = time.monotonic() - started
-    backend, model = _config_key(settings)
-    changes.meta.update(
-        head=listing.head or "", repo_root=str(root), built_at=_utc_now(), chunker=stamp,
-        config_backend=backend, config_model=model, last_run="force" if force else "incremental")
-    if changes.new_chunks or force:
-        changes.meta["build_seconds"] = f"{report.seconds:.3f}"
+
+def _load_stored(run: _Run) -> None:
+    """Read the stored rows and meta; refuse another embedder before any work (B20)."""
+    run.states = {} if run.force else run.idx.file_states()
+    run.meta = run.idx.meta()
+    run.stamp = chunker_stamp()
+    # New chunking rules: re-chunk every document (unchanged chunk texts keep their vectors).
+    run.rechunk = bool(run.states) and run.meta.get("chunker") != run.stamp
+    if run.rechunk:
+        log.info("the chunkers changed since the last run: every document is re-chunked")
+    if not run.force and (run.meta.get("config_backend"), run.meta.get("config_model")) \
+            != _config_key(run.settings):
+        _check_embedder(run.settings, run.idx, run.meta, run.get_embedder)
+
+
+def _scan_entry(run: _Run, entry: _Entry) -> None:
+    """Decide one tracked path: skipped, unchanged by stat, unchanged by hash, or pending."""
+    stored = run.states.get(entry.path)
+    if entry.reason:
+        _record_skip(run, entry, stored)
+        return
+    if not run.rechunk and _stat_unchanged(entry, stored):
+        if stored.status == "skipped":
+            run.report.skipped.append((entry.path, stored.reason))
+        else:
+            run.report.unchanged += 1
+        return
+    data, reason = _read(run.listing.root, entry)
+    if data is None:
+        run.report.skipped.append((entry.path, reason))
+        run.changes.replace_chunks_of.append(entry.path)
+        run.changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped",
+                                             reason))
+        return
+    run.report.files_read += 1
+    sha = _sha256(data)
+    if not run.rechunk and stored is not None and stored.sha256 == sha \
+            and stored.status != "partial" and stored.kind == entry.kind:
+        _record_same_content(run, entry, stored, sha)
+        return
+    _chunk_entry(run, entry, data, sha)
+
+
+def _record_skip(run: _Run, entry: _Entry, stored: FileState | None) -> None:
+    """A path skipped before any read (not a doc, submodule, symlink...)."""
+    run.report.skipped.append((entry.path, entry.reason))
+    if _skip_unchanged(entry, stored):
+        return
+    # Logged when a path's state changes (so the first run logs every skip); --status lists
+    # them all, every time.
+    suffix = "; its chunks are removed" if stored and stored.chunk_count else ""
+    log.info("%s: skipped: %s%s", entry.path, entry.reason, suffix, extra=DETAIL)
+    run.changes.replace_chunks_of.append(entry.path)
+    run.changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped",
+                                         entry.reason))
+
+
+def _record_same_content(run: _Run, entry: _Entry, stored: FileState, sha: str) -> None:
+    """Same content under a new mtime: record the new stat, keep chunks and vectors."""
+    if stored.status == "skipped":
+        run.report.skipped.append((entry.path, stored.reason))
+    else:
+        run.report.rehashed += 1
+    st = entry.st
+    run.changes.file_rows.append(FileRow(entry.path, entry.kind, st.st_size, st.st_mtime_ns,
+                                         sha, stored.status, stored.reason, stored.chunk_count,
+                                         stored.encoding))
+
+
+def _chunk_entry(run: _Run, entry: _Entry, data: bytes, sha: str) -> None:
+    """Decode and chunk a new or changed document; queue it for embedding or record a skip."""
+    emb = run.get_embedder()
+    decoded, chunks, reason = _decode_and_chunk(entry, data, emb.count_tokens, emb.max_tokens)
+    st = entry.st
+    if reason:
+        if decoded.text is not None:
+            log.info("%s: skipped: %s", entry.path, reason, extra=DETAIL)
+        _skip_read(run.changes, run.report, entry, st, sha, reason, decoded.encoding)
+        return
+    run.pending.append(_Pending(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,
+                                decoded.encoding, chunks))
+
+
+def _record_deletions(run: _Run, entries: list[_Entry]) -> None:
+    """Stored paths no longer tracked lose their rows and chunks (deletions, renames)."""
+    current = {e.path for e in entries}
+    run.report.deleted = sorted(p for p in run.states if p not in current)
+    run.changes.delete_paths = list(run.report.deleted)
+    for path in run.report.deleted:
+        log.info("%s: no longer tracked; its chunks are removed", path)
+
+
+def _embed_pending(run: _Run) -> None:
+    """Embed the pending documents' chunks (reusing stored vectors) and record their rows."""
+    report, changes = run.report, run.changes
+    emb = run.get_embedder()
+    expect = None
+    if not run.force:
+        _check_embedder(run.settings, run.idx, run.meta, run.get_embedder)
+        if run.meta.get("embed_backend"):
+            expect = (run.meta, int(run.meta.get("embed_dimension") or 0))
+    reused = {} if run.force else _reusable_vectors(run.idx, run.pending)
+    report.chunks_reused = len(reused)
+    embed_started = time.monotonic()
+    vectors, failures = _embed_all(
+        emb, [c for p in run.pending for c in p.chunks if id(c) not in reused], run.progress,
+        report, expect)
+    vectors.update(reused)
+    report.timings["embed"] = time.monotonic() - embed_started
+    for item in run.pending:
+        _record_embedded(run, item, vectors, failures)
+    report.chunks_embedded = len(changes.new_chunks) - report.chunks_reused
+    report.chunks_failed = len(report.failures)
+    if changes.new_chunks:
+        # The dimension is read off the vectors when they are written (no probe request).
+        changes.embedder = (emb.backend, emb.model, None)
+
+
+def _record_embedded(run: _Run, item: _Pending, vectors: dict, failures: dict) -> None:
+    """One embedded document's chunks and file row (``partial`` when some chunks failed)."""
+    stored_chunks, failed = [], []
+    for chunk in item.chunks:
+        pieces = vectors.get(id(chunk))
+        if pieces:
+            stored_chunks.extend(pieces)
+        if id(chunk) in failures:
+            failed.append(failures[id(chunk)])
+    run.changes.replace_chunks_of.append(item.path)
+    run.changes.new_chunks.extend(stored_chunks)
+    if failed:
+        reason = (f"{len(failed)} of {len(item.chunks)} chunks failed to embed "
+                  f"(retried next run): {failed[0]}")
+        log.warning("%s: %s", item.path, reason)
+        run.report.failures.extend((item.path, msg) for msg in failed)
+        # size -1: the next run re-reads and re-embeds this file.
+        run.changes.file_rows.append(FileRow(item.path, item.kind, -1, -1, "", "partial",
+                                             reason, len(stored_chunks), item.encoding))
+    else:
+        run.report.indexed += 1
+        run.changes.file_rows.append(FileRow(item.path, item.kind, item.size, item.mtime_ns,
+                                             item.sha256, "indexed", "", len(stored_chunks),
+                                             item.encoding))
+
+
+def _has_changes(run: _Run) -> bool:
+    """Whether the locked pass has anything to write (rows, chunks, HEAD or settings moved)."""
+    changes = run.changes
+    return bool(changes.file_rows or changes.delete_paths or changes.new_chunks or run.force
+                or (run.listing.head or "") != run.meta.get("head", "")
+                or (run.meta.get("config_backend"), run.meta.get("config_model"))
+                != _config_key(run.settings))
+
+
+def _write(run: _Run) -> None:
+    """Write everything in one transaction, with the run's meta."""
+    report = run.report
+    report.seconds = time.monotonic() - run.started
+    backend, model = _config_key(run.settings)
+    run.changes.meta.update(
+        head=run.listing.head or "", repo_root=str(run.listing.root), built_at=_utc_now(),
+        chunker=run.stamp, config_backend=backend, config_model=model,
+        last_run="force" if run.force else "incremental")
+    if run.changes.new_chunks or run.force:
+        run.changes.meta["build_seconds"] = f"{report.seconds:.3f}"
     write_started = time.monotonic()
-    idx.write(changes)
+    run.idx.write(run.changes)
     report.timings["write"] = time.monotonic() - write_started
-    report.seconds = time.monotonic() - started
+    report.seconds = time.monotonic() - run.started
     report.wrote = True
 
 
