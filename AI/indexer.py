@@ -185,7 +185,7 @@ def chunker_stamp() -> str:
 def _read(root: Path, entry: _Entry) -> tuple[bytes | None, str]:
     """A document's bytes, or ``(None, reason)`` when it cannot be read (logged)."""
     try:
-        with open(root / entry.path, "rb") as fh:
+        with sources.open_tracked(root, entry.path, entry.st) as fh:
             return fh.read(), ""
     except OSError as exc:
         reason = f"{sources.REASON_UNREADABLE}: {exc.strerror or exc}"

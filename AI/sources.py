@@ -11,7 +11,11 @@ Each tracked path is classified once:
   in that order); a path matching none is left out with the reason ``not a documentation kind``;
 * what it is on disk (``os.lstat``): a regular file is read; a path deleted from the work tree is
   treated as deleted; symbolic links are never followed (a link may lead outside the repository
-  or to a git-ignored file holding secrets), and anything else is skipped with its reason.
+  or to a git-ignored file holding secrets), and anything else is skipped with its reason. This
+  holds for every component of the path, not only the last: a tracked ``Guides/README.md`` whose
+  ``Guides`` folder was replaced by a link is not read, because the path it resolves to is not
+  the tracked one (``resolves_as_tracked``). The read itself (``open_tracked``) refuses a link
+  and a file swapped since the check.
 
 Decoding (``decode``): NUL in the first 8 KiB means binary; UTF-8 with the BOM stripped (B10);
 else cp1252, else latin-1, with a warning naming the file (B08); line endings normalised to
@@ -39,6 +43,10 @@ REASON_SUBMODULE = "submodule (gitlink, mode 160000)"
 REASON_MISSING = "deleted from the work tree (not yet committed)"
 REASON_SYMLINK_OUT = "symbolic link resolving outside the repository (never followed)"
 REASON_SYMLINK_IN = "symbolic link (never followed; its target is indexed under its own path)"
+REASON_PARENT_LINK_OUT = ("a parent folder is a symbolic link resolving outside the repository "
+                          "(never followed)")
+REASON_PARENT_LINK_IN = ("a parent folder is a symbolic link (never followed: the file it leads "
+                         "to is not the tracked one)")
 REASON_NOT_REGULAR = "not a regular file"
 REASON_BAD_NAME = "file name is not valid UTF-8"
 REASON_BINARY = "binary file (NUL byte in the first 8 KiB)"
@@ -233,6 +241,49 @@ def check_symlink(root: Path, path: str) -> str:
     return REASON_SYMLINK_IN
 
 
+def resolves_as_tracked(root: Path, path: str) -> str:
+    """The skip reason when a parent folder of ``path`` is a symbolic link, else ``""``.
+
+    ``path``'s folder must resolve (``os.path.realpath``, every component) to the same folder
+    under the resolved repository root: a folder replaced by a link to a git-ignored folder or
+    to one outside the repository would otherwise hand over a file git does not track.
+    """
+    parent = os.path.dirname(path)
+    if not parent:
+        return ""
+    real_root = os.path.realpath(root)
+    real_parent = os.path.realpath(os.path.join(real_root, parent))
+    if real_parent == os.path.join(real_root, os.path.normpath(parent)):
+        return ""
+    inside = os.path.commonpath([real_root, real_parent]) == real_root
+    return REASON_PARENT_LINK_IN if inside else REASON_PARENT_LINK_OUT
+
+
+def open_tracked(root: Path, path: str, expected: os.stat_result | None = None):
+    """Open a tracked regular file for binary reading, never through a symbolic link.
+
+    ``O_NOFOLLOW`` refuses a link in the last component; the parent folders are checked again
+    (``resolves_as_tracked``); with ``expected`` (the ``lstat_entry`` result) the opened file
+    must be that same inode, so a swap between the check and the read is refused.
+
+    Raises:
+        OSError: the file cannot be opened, or it is no longer the checked tracked file
+            (``errno.ELOOP`` with a message naming the reason).
+    """
+    import errno
+
+    reason = resolves_as_tracked(root, path)
+    if reason:
+        raise OSError(errno.ELOOP, reason)
+    fd = os.open(os.path.join(root, path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or (
+            expected is not None and (st.st_ino, st.st_dev) != (expected.st_ino, expected.st_dev)):
+        os.close(fd)
+        raise OSError(errno.ELOOP, "the file changed between the check and the read")
+    return os.fdopen(fd, "rb")
+
+
 def lstat_entry(root: Path, entry: TrackedPath) -> tuple[os.stat_result | None, str]:
     """``os.lstat`` a tracked entry and say whether it can be read as a document.
 
@@ -252,6 +303,9 @@ def lstat_entry(root: Path, entry: TrackedPath) -> tuple[os.stat_result | None, 
         return None, f"{REASON_UNREADABLE}: {exc.strerror or exc}"
     if stat.S_ISLNK(st.st_mode):
         return st, check_symlink(root, entry.path)
+    reason = resolves_as_tracked(root, entry.path)
+    if reason:
+        return None, reason
     if not stat.S_ISREG(st.st_mode):
         return st, REASON_NOT_REGULAR
     if st.st_size > MAX_DOCUMENT_BYTES:
