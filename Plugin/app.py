@@ -57,6 +57,8 @@ def create_app(settings: Settings | None = None, *, retriever=None, chat_client=
                         settings.ai_chat_history_max),
         loopback=loopback, retriever=retriever, chat_client=chat_client)
     app.before_request(guard.guard)
+    # One gate for every /api route, the fleet ledger included (it skips the dock token).
+    app.before_request(errors.disabled_gate)
     app.after_request(guard.add_headers)
     for module in (pages, chat_api, status_api, fleet_api, capabilities_api):
         app.register_blueprint(module.bp)

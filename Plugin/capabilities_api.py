@@ -30,7 +30,7 @@ from varaverk.capabilities import (BugReportInvalid, CapabilityDenied, LogAccess
                                         save_bug_report)
 from varaverk.capabilities.scoped_log import log_dirs
 from varaverk.profiles import UnknownProfile, get_profile
-from varaverk_dock.errors import api_error, disabled_gate
+from varaverk_dock.errors import api_error
 from varaverk_dock.state import dock_state
 
 log = logging.getLogger("varaverk.capabilities")
@@ -38,7 +38,6 @@ log = logging.getLogger("varaverk.capabilities")
 bp = Blueprint("capabilities", __name__)
 
 
-bp.before_request(disabled_gate)
 
 
 def _settings():

@@ -33,7 +33,7 @@ from varaverk.profiles import DEFAULT_PROFILE, PROFILES, SCOPED_LOG, UnknownProf
 from varaverk_dock import security
 from varaverk_dock.conversations import (ChatNotFound, CorruptChat, InvalidMessage,
                                          validate_message)
-from varaverk_dock.errors import api_error, disabled_gate, json_object
+from varaverk_dock.errors import api_error, json_object
 from varaverk_dock.render import render_markdown
 from varaverk_dock.state import DockState, dock_state
 
@@ -42,7 +42,6 @@ log = logging.getLogger("varaverk.dock")
 ASK_FIELDS = frozenset({"question", "profile", "chat_id", "log_path"})
 
 bp = Blueprint("chat", __name__)
-bp.before_request(disabled_gate)
 
 
 def _ndjson(event_type: str, data: dict) -> str:

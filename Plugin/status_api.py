@@ -12,13 +12,12 @@ import subprocess
 from flask import Blueprint, jsonify
 
 from varaverk.config import Settings
-from varaverk_dock.errors import api_error, disabled_gate
+from varaverk_dock.errors import api_error
 from varaverk_dock.state import dock_state
 
 log = logging.getLogger("varaverk.dock")
 
 bp = Blueprint("status", __name__)
-bp.before_request(disabled_gate)
 
 
 def _repo_head(settings: Settings) -> str | None:
