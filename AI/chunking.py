@@ -395,19 +395,8 @@ def _pack(lines: list[tuple[int, str]], count: TokenCounter, budget: int,
         return max(0, count(text) - overhead) + 1
 
     costs = [cost(t) for _, t in lines]
-    total = sum(costs)
-    parts = -(-total // budget)
-    if parts > 1:
-        budget = min(budget, -(-total // parts) + max(1, budget // 8))
-
-    units: list[tuple[int, str, int]] = []
-    for (number, text), c in zip(lines, costs):
-        if c <= budget:
-            units.append((number, text, c))
-        else:
-            units.extend((number, fragment, cost(fragment))
-                         for fragment in _hard_split(text, count, budget, overhead))
-
+    budget = _even_budget(sum(costs), budget)
+    units = _units(lines, costs, cost, count, budget, overhead)
     pieces: list[list[tuple[int, str]]] = []
     piece: list[tuple[int, str, int]] = []
     for unit in units:
@@ -415,18 +404,9 @@ def _pack(lines: list[tuple[int, str]], count: TokenCounter, budget: int,
             if piece:
                 piece.append(unit)
             continue
-        used = sum(u[2] for u in piece)
-        if piece and used + unit[2] > budget:
-            cut = len(piece)
-            for k in range(len(piece) - 1, 0, -1):
-                if not piece[k][1].strip():
-                    if sum(u[2] for u in piece[:k]) * 2 >= budget:
-                        cut = k
-                    break
-            pieces.append([(n, t) for n, t, _ in piece[:cut]])
-            piece = piece[cut:]
-            while piece and not piece[0][1].strip():
-                piece.pop(0)
+        if piece and sum(u[2] for u in piece) + unit[2] > budget:
+            done, piece = _cut_piece(piece, budget)
+            pieces.append(done)
             if piece and sum(u[2] for u in piece) + unit[2] > budget:
                 pieces.append([(n, t) for n, t, _ in piece])
                 piece = []
@@ -434,6 +414,45 @@ def _pack(lines: list[tuple[int, str]], count: TokenCounter, budget: int,
     if piece:
         pieces.append([(n, t) for n, t, _ in piece])
     return [trimmed for trimmed in (_trim(p) for p in pieces) if trimmed]
+
+
+def _even_budget(total: int, budget: int) -> int:
+    """A per-piece budget that makes the parts about even (never above ``budget``)."""
+    parts = -(-total // budget)
+    if parts > 1:
+        return min(budget, -(-total // parts) + max(1, budget // 8))
+    return budget
+
+
+def _units(lines: list[tuple[int, str]], costs: list[int], cost: Callable[[str], int],
+           count: TokenCounter, budget: int,
+           overhead: int) -> list[tuple[int, str, int]]:
+    """(line number, text, cost) per line; a line over ``budget`` hard-split into several."""
+    units: list[tuple[int, str, int]] = []
+    for (number, text), c in zip(lines, costs):
+        if c <= budget:
+            units.append((number, text, c))
+        else:
+            units.extend((number, fragment, cost(fragment))
+                         for fragment in _hard_split(text, count, budget, overhead))
+    return units
+
+
+def _cut_piece(piece: list[tuple[int, str, int]],
+               budget: int) -> tuple[list[tuple[int, str]], list[tuple[int, str, int]]]:
+    """Close a full piece: at its last blank line when at least half a piece comes before
+    it, else whole. Returns (the closed piece's lines, the units carried into the next one,
+    leading blank lines dropped)."""
+    cut = len(piece)
+    for k in range(len(piece) - 1, 0, -1):
+        if not piece[k][1].strip():
+            if sum(u[2] for u in piece[:k]) * 2 >= budget:
+                cut = k
+            break
+    rest = piece[cut:]
+    while rest and not rest[0][1].strip():
+        rest.pop(0)
+    return [(n, t) for n, t, _ in piece[:cut]], rest
 
 
 def _hard_split(text: str, count: TokenCounter, budget: int, overhead: int) -> list[str]:

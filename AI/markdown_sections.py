@@ -32,6 +32,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -106,6 +107,57 @@ def _yaml_key_paths(lines: list[str], first: int, end: int) -> dict[int, str]:
     return out
 
 
+@dataclass
+class _Outline:
+    """What one pass over markdown-it's tokens finds in a document."""
+
+    meta: dict[str, Any] = field(default_factory=dict)
+    body_start: int = 0  # first line (0-based) that may hold text: after the front matter
+    headings: list[tuple[int, int, int, str]] = field(default_factory=list)  # (level, first, end, text)
+    labels: dict[int, str] = field(default_factory=dict)   # YAML key paths inside fences
+    skipped: set[int] = field(default_factory=set)   # 0-based lines left out (MDX, bare tags)
+
+
+def _outline(tokens, lines: list[str]) -> _Outline:
+    """Front matter, top-level headings, YAML fence labels and left-out lines, in one pass."""
+    out = _Outline()
+    for i, tok in enumerate(tokens):
+        if not tok.map:
+            continue
+        if tok.type == "fence" and tok.info.strip().lower() in _YAML_INFOS:
+            out.labels.update(_yaml_key_paths(lines, tok.map[0] + 1, tok.map[1] - 1))
+        elif tok.type == "paragraph_open" and tok.level == 0 \
+                and all(_MDX_IMPORT.match(lines[n]) for n in range(*tok.map)):
+            out.skipped.update(range(tok.map[0], tok.map[1]))
+        elif tok.type == "html_block" and tok.level == 0:
+            out.skipped.update(n for n in range(*tok.map) if _BARE_TAG.match(lines[n]))
+        elif tok.type == "front_matter":
+            out.meta = parse_front_matter(tok.content)
+            out.body_start = tok.map[1]
+        elif tok.type == "heading_open" and tok.level == 0:
+            inline = tokens[i + 1]
+            out.headings.append((int(tok.tag[1:]), tok.map[0], tok.map[1],
+                                 inline.content.strip()))
+    return out
+
+
+def _numbered(lines: list[str], skipped: set[int], first: int,
+              end: int) -> list[tuple[int, str]]:
+    """Lines ``first..end-1`` (0-based) as (1-based number, text), left-out lines dropped."""
+    out: list[tuple[int, str]] = []
+    gap = False  # a left-out line since the last kept one
+    for n in range(first, min(end, len(lines))):
+        if n in skipped:
+            gap = True
+            continue
+        blank = not lines[n].strip()
+        # Leaving out a line must not leave two blank lines where the file had one.
+        if not (blank and gap and out and not out[-1][1].strip()):
+            out.append((n + 1, lines[n]))
+        gap = gap and blank
+    return out
+
+
 def markdown_drafts(path: str, text: str) -> list[Draft]:
     """Chunk drafts for a Markdown document, one per heading plus the text before the first.
 
@@ -113,52 +165,26 @@ def markdown_drafts(path: str, text: str) -> list[Draft]:
         path: repository-relative path (not used for parsing; kept for a uniform signature).
         text: the decoded, newline-normalised document.
     """
-    tokens = _parser().parse(text)
     lines = text.split("\n")
-    meta: dict[str, Any] = {}
-    body_start = 0  # first line (0-based) that may hold text: after the front matter
-    headings: list[tuple[int, int, int, str]] = []  # (level, first line, end line, text)
-    labels: dict[int, str] = {}
-    skipped: set[int] = set()  # 0-based lines of MDX import paragraphs
-    for i, tok in enumerate(tokens):
-        if tok.type == "fence" and tok.map and tok.info.strip().lower() in _YAML_INFOS:
-            labels.update(_yaml_key_paths(lines, tok.map[0] + 1, tok.map[1] - 1))
-        if (tok.type == "paragraph_open" and tok.level == 0 and tok.map
-                and all(_MDX_IMPORT.match(lines[n]) for n in range(*tok.map))):
-            skipped.update(range(tok.map[0], tok.map[1]))
-        if tok.type == "html_block" and tok.level == 0 and tok.map:
-            skipped.update(n for n in range(*tok.map) if _BARE_TAG.match(lines[n]))
-        if tok.type == "front_matter" and tok.map:
-            meta = parse_front_matter(tok.content)
-            body_start = tok.map[1]
-        elif tok.type == "heading_open" and tok.level == 0 and tok.map:
-            inline = tokens[i + 1]
-            headings.append((int(tok.tag[1:]), tok.map[0], tok.map[1], inline.content.strip()))
-
+    outline = _outline(_parser().parse(text), lines)
+    meta, headings = outline.meta, outline.headings
     page_title = meta.get("title") if isinstance(meta.get("title"), str) else ""
     page_title = page_title.strip()
     lead_trail = [page_title] if page_title and not any(h[0] == 1 for h in headings) else []
 
-    def numbered(first: int, end: int) -> list[tuple[int, str]]:
-        out: list[tuple[int, str]] = []
-        gap = False  # a left-out line since the last kept one
-        for n in range(first, min(end, len(lines))):
-            if n in skipped:
-                gap = True
-                continue
-            blank = not lines[n].strip()
-            # Leaving out a line must not leave two blank lines where the file had one.
-            if not (blank and gap and out and not out[-1][1].strip()):
-                out.append((n + 1, lines[n]))
-            gap = gap and blank
-        return out
-
     drafts: list[Draft] = []
     first_heading = headings[0][1] if headings else len(lines)
-    before = numbered(body_start, first_heading)
+    before = _numbered(lines, outline.skipped, outline.body_start, first_heading)
     if any(t.strip() for _, t in before):
         drafts.append(Draft("", page_title, lead_trail, before, meta=meta))
+    drafts.extend(_heading_drafts(outline, lines, lead_trail))
+    return drafts
 
+
+def _heading_drafts(outline: _Outline, lines: list[str], lead_trail: list[str]) -> list[Draft]:
+    """One draft per heading with text (or per empty leaf heading), in document order."""
+    headings = outline.headings
+    drafts: list[Draft] = []
     trail: list[tuple[int, str]] = []  # (level, text) of the open headings
     for k, (level, first, end, title) in enumerate(headings):
         while trail and trail[-1][0] >= level:
@@ -166,13 +192,13 @@ def markdown_drafts(path: str, text: str) -> list[Draft]:
         parents = [t for _, t in trail]
         trail.append((level, title))
         next_first = headings[k + 1][1] if k + 1 < len(headings) else len(lines)
-        body = numbered(end, next_first)
-        has_text = any(t.strip() for _, t in body)
-        has_children = k + 1 < len(headings) and headings[k + 1][0] > level
-        if not has_text:
+        body = _numbered(lines, outline.skipped, end, next_first)
+        if not any(t.strip() for _, t in body):
+            has_children = k + 1 < len(headings) and headings[k + 1][0] > level
             if has_children or not title:
                 continue
             body = [(first + 1, title)]
         drafts.append(Draft(HEADING_JOIN.join(parents), title, lead_trail + parents + [title],
-                            body, start_line=first + 1, meta=meta, part_labels=labels))
+                            body, start_line=first + 1, meta=outline.meta,
+                            part_labels=outline.labels))
     return drafts

@@ -285,6 +285,43 @@ def prefer_headers(hits: list[Hit]) -> None:
                 h.score = header - 1e-9
 
 
+def _name_bonus(norm_names: list[str], title: str, text: str) -> tuple[float, bool]:
+    """The exact-name boost of one chunk: (bonus in fused units, whether a name is its
+    title). The first name that is the chunk's title (or its title's first word) wins
+    ``NAME_TITLE_BOOST``; else the first name its text contains wins ``NAME_TEXT_BOOST``."""
+    title = normalise_title(title)
+    text = text.lower()
+    for n in norm_names:
+        if title and (title == n or title.split()[0:1] == [n]):
+            return NAME_TITLE_BOOST * _UNIT, True
+        if n in text:
+            return NAME_TEXT_BOOST * _UNIT, False
+    return 0.0, False
+
+
+@dataclass
+class _Query:
+    """The state of one search call (never shared between calls or threads)."""
+
+    text: str
+    k: int
+    kind: str | None
+    section: str | None
+    cache: Any
+    mask: np.ndarray
+    names: list[str]
+    unknown: tuple[str, ...]
+    pool: int = POOL
+    scores: np.ndarray | None = None          # float32 (n,) cosine of every row, when dense ran
+    best_dense: float | None = None
+    dense_rank: list[int] = field(default_factory=list)
+    dense_of: dict[int, float] = field(default_factory=dict)
+    lex_rank: list[int] = field(default_factory=list)
+    lex_of: dict[int, float] = field(default_factory=dict)
+    boosted_section: str | None = None
+    norm_names: list[str] = field(default_factory=list)
+
+
 # ---------------------------------------------------------------------------------------------
 # The retriever
 # ---------------------------------------------------------------------------------------------
@@ -405,127 +442,125 @@ class Retriever:
         Returns:
             Up to k Hits; fewer when the filters leave fewer chunks. Empty for an empty index.
         """
-        k = max(1, int(k))
+        # Per-call values live in a _Query: the dock shares one Retriever between threads.
         cache = self._table()
-        table = cache.table
-        mask = self._mask(cache, kind, section)
-        ids = np.asarray(table.ids, dtype=np.int64)
-        names = exact_names(query)
-        unknown = tuple(self._unknown_names(query, cache))
-        rt = route(query) if (self.routing and self.mode == "hybrid") else None
-        # Per-call values stay local: the dock shares one Retriever between threads.
-        pool = max(POOL, k * 3)
-
-        dense_of: dict[int, float] = {}
-        dense_rank: list[int] = []
-        scores: np.ndarray | None = None
-        best_dense: float | None = None
-        if self.mode in ("hybrid", "dense") and self.embedder is not None and len(ids):
-            q = np.asarray(self.embedder.embed_query(query), dtype=np.float32)
-            scores = dense_scores(table.matrix, q)
-            rows = top_k(scores, pool if self.mode == "hybrid" else k, mask)
-            dense_rank = ids[rows].tolist()
-            dense_of = dict(zip(dense_rank, scores[rows].tolist()))
-            if rows.size:
-                best_dense = float(scores[rows[0]])
-
-        lex_rank: list[int] = []
-        lex_of: dict[int, float] = {}
+        q = _Query(text=query, k=max(1, int(k)), kind=kind, section=section, cache=cache,
+                   mask=self._mask(cache, kind, section), names=exact_names(query),
+                   unknown=tuple(self._unknown_names(query, cache)))
+        q.pool = max(POOL, q.k * 3)
+        self._dense(q)
         if self.mode in ("hybrid", "lexical"):
-            for cid, bm25 in self._lexical(lexical_text(query), pool, cache, mask):
-                lex_rank.append(cid)
-                lex_of[cid] = bm25
-
+            for cid, bm25 in self._lexical(lexical_text(query), q.pool, cache, q.mask):
+                q.lex_rank.append(cid)
+                q.lex_of[cid] = bm25
         if self.mode == "dense":
-            chosen = [(cid, dense_of[cid]) for cid in dense_rank[:k]]
-        elif self.mode == "lexical":
-            chosen = [(cid, lex_of[cid]) for cid in lex_rank[:k]]
-        else:
-            chosen = None
+            return self._single(q, [(cid, q.dense_of[cid]) for cid in q.dense_rank[:q.k]])
+        if self.mode == "lexical":
+            return self._single(q, [(cid, q.lex_of[cid]) for cid in q.lex_rank[:q.k]])
+        return self._hybrid(q)
 
-        if chosen is not None:
-            chunks = self._chunks([cid for cid, _ in chosen])
-            return [Hit(chunks[cid], s, dense=dense_of.get(cid), lexical=lex_of.get(cid),
-                        best_dense=best_dense, unknown=unknown)
-                    for cid, s in chosen if cid in chunks]
+    def _dense(self, q: _Query) -> None:
+        """Dense candidates of a query (the pool in hybrid mode, k in dense mode) into ``q``."""
+        ids = q.cache.ids
+        if self.mode not in ("hybrid", "dense") or self.embedder is None or not len(ids):
+            return
+        vec = np.asarray(self.embedder.embed_query(q.text), dtype=np.float32)
+        q.scores = dense_scores(q.cache.table.matrix, vec)
+        rows = top_k(q.scores, q.pool if self.mode == "hybrid" else q.k, q.mask)
+        q.dense_rank = ids[rows].tolist()
+        q.dense_of = dict(zip(q.dense_rank, q.scores[rows].tolist()))
+        if rows.size:
+            q.best_dense = float(q.scores[rows[0]])
 
-        # Hybrid: fuse, then boost.
+    def _single(self, q: _Query, chosen: list[tuple[int, float]]) -> list[Hit]:
+        """Hits of a single-retriever mode (dense or lexical), in the retriever's order."""
+        chunks = self._chunks([cid for cid, _ in chosen])
+        return [Hit(chunks[cid], s, dense=q.dense_of.get(cid), lexical=q.lex_of.get(cid),
+                    best_dense=q.best_dense, unknown=q.unknown)
+                for cid, s in chosen if cid in chunks]
+
+    def _hybrid(self, q: _Query) -> list[Hit]:
+        """Fuse dense and lexical candidates, boost, rank and merge split sections."""
+        cache = q.cache
         name_ids: list[int] = []
-        for name in names:
-            for cid, bm25 in self._lexical(name, 20, cache, mask):
+        for name in q.names:
+            for cid, bm25 in self._lexical(name, 20, cache, q.mask):
                 if cid not in name_ids:
                     name_ids.append(cid)
-                lex_of.setdefault(cid, bm25)
+                q.lex_of.setdefault(cid, bm25)
         if self.fusion == "score":
-            fused = self._score_fusion(dense_of, lex_of, lex_rank)
+            fused = self._score_fusion(q.dense_of, q.lex_of, q.lex_rank)
         else:
-            fused = rrf([dense_rank, lex_rank], RRF_K, [self.dense_weight, self.lexical_weight])
+            fused = rrf([q.dense_rank, q.lex_rank], RRF_K,
+                        [self.dense_weight, self.lexical_weight])
         for cid in name_ids:
             fused.setdefault(cid, 0.0)
         if not fused:
             return []
         # Dense scores for candidates found only lexically (for the threshold and the report).
         row_of = cache.row_of
-        if scores is not None:
+        if q.scores is not None:
             for cid in fused:
-                if cid not in dense_of and cid in row_of:
-                    dense_of[cid] = float(scores[row_of[cid]])
-        boosted_section = rt.section if rt else None
-        section_bonus = self.section_boost * _UNIT
-        # Rank on what the vector table already knows (fused score + section boost), then
-        # look only at the leading candidates: a chunk outside them cannot reach the top k
-        # except through an exact name, and those candidates are always kept.
-        sections = cache.sections
-        prelim: dict[int, float] = {}
-        for cid, base in fused.items():
-            row = row_of.get(cid)
-            prelim[cid] = base + (section_bonus if boosted_section and row is not None
-                                  and sections[row] == boosted_section else 0.0)
-        keep = sorted(prelim, key=lambda c: (-prelim[c], c))[: k * 3 + 10]
-        keep += [cid for cid in name_ids if cid not in keep]
+                if cid not in q.dense_of and cid in row_of:
+                    q.dense_of[cid] = float(q.scores[row_of[cid]])
+        rt = route(q.text) if self.routing else None
+        q.boosted_section = rt.section if rt else None
+        keep = self._leading(q, fused, name_ids)
         # Chunk text is read only where ranking needs it: for the name boosts, and for
         # candidates the vector table does not describe (no usable vector).
-        norm_names = [normalise_title(n) for n in names]
+        q.norm_names = [normalise_title(n) for n in q.names]
         have_labels = len(cache.titles) == len(cache.ids)
-        read = keep if (norm_names or not have_labels) else [c for c in keep if c not in row_of]
+        read = keep if (q.norm_names or not have_labels) else [c for c in keep
+                                                                 if c not in row_of]
         chunks = self._chunks(read)
         hits: list[Hit] = []
         for cid in keep:
-            row = row_of.get(cid) if have_labels else None
-            chunk = chunks.get(cid)
-            if row is None:
-                if chunk is None or not self._passes(chunk, kind, section):
-                    continue
-                label = chunk
-                sec = (chunk.section or "").upper()
-            else:
-                if norm_names and chunk is None:
-                    continue  # removed since the vector table was read
-                label = chunk or _Label(cid, cache.kinds[row], cache.titles[row])
-                sec = sections[row]
-            score = fused[cid]
-            exact = False
-            boosted = False
-            if boosted_section and sec == boosted_section:
-                score += section_bonus
-                boosted = True
-            if norm_names:
-                title = normalise_title(label.title or "")
-                text = chunk.text.lower()
-                for n in norm_names:
-                    if title and (title == n or title.split()[0:1] == [n]):
-                        score += NAME_TITLE_BOOST * _UNIT
-                        exact = True
-                        break
-                    if n in text:
-                        score += NAME_TEXT_BOOST * _UNIT
-                        break
-            hits.append(Hit(label, score, dense=dense_of.get(cid), lexical=lex_of.get(cid),
-                            exact=exact, section_boosted=boosted,
-                            best_dense=best_dense, unknown=unknown))
+            hit = self._boosted_hit(q, cid, fused[cid], chunks.get(cid), have_labels)
+            if hit is not None:
+                hits.append(hit)
         prefer_headers(hits)
         hits.sort(key=lambda h: (-h.score, h.chunk.id))
-        return self._merge_read(hits, k)
+        return self._merge_read(hits, q.k)
+
+    def _leading(self, q: _Query, fused: dict[int, float], name_ids: list[int]) -> list[int]:
+        """The candidates worth reading: the best by fused score plus section boost (what the
+        vector table already knows), and every chunk an exact name found. A chunk outside
+        them cannot reach the top k except through an exact name."""
+        row_of, sections = q.cache.row_of, q.cache.sections
+        bonus = self.section_boost * _UNIT
+        prelim: dict[int, float] = {}
+        for cid, base in fused.items():
+            row = row_of.get(cid)
+            prelim[cid] = base + (bonus if q.boosted_section and row is not None
+                                  and sections[row] == q.boosted_section else 0.0)
+        keep = sorted(prelim, key=lambda c: (-prelim[c], c))[: q.k * 3 + 10]
+        return keep + [cid for cid in name_ids if cid not in keep]
+
+    def _boosted_hit(self, q: _Query, cid: int, score: float, chunk,
+                     have_labels: bool) -> Hit | None:
+        """The Hit of one leading candidate with section and name boosts applied; None when
+        it fails the filters or vanished since the vector table was read."""
+        cache = q.cache
+        row = cache.row_of.get(cid) if have_labels else None
+        if row is None:
+            if chunk is None or not self._passes(chunk, q.kind, q.section):
+                return None
+            label, sec = chunk, (chunk.section or "").upper()
+        else:
+            if q.norm_names and chunk is None:
+                return None  # removed since the vector table was read
+            label = chunk or _Label(cid, cache.kinds[row], cache.titles[row])
+            sec = cache.sections[row]
+        boosted = bool(q.boosted_section) and sec == q.boosted_section
+        if boosted:
+            score += self.section_boost * _UNIT
+        exact = False
+        if q.norm_names:
+            bonus, exact = _name_bonus(q.norm_names, label.title or "", chunk.text)
+            score += bonus
+        return Hit(label, score, dense=q.dense_of.get(cid), lexical=q.lex_of.get(cid),
+                   exact=exact, section_boosted=boosted, best_dense=q.best_dense,
+                   unknown=q.unknown)
 
     def _merge_read(self, hits: list[Hit], k: int) -> list[Hit]:
         """``_merge_parts`` over ranked hits whose chunks may be labels only: reads the chunks
