@@ -22,6 +22,11 @@
 #   Same Checks As The Application
 #     The listening address is validated here with the dock's own check, so starting gunicorn
 #     directly on a network address without AI_DOCK_TOKEN fails before a socket opens.
+#   The Addresses gunicorn Really Binds
+#     gunicorn's own --bind and GUNICORN_CMD_ARGS override the bind set here, so the rule is
+#     checked again on what gunicorn will use (on_starting, before any socket opens) and on the
+#     sockets it holds (when_ready, before any worker is forked; this covers sockets handed
+#     over by systemd or a re-exec). Either refusal exits 78 with the address named.
 #
 # OPERATIONAL SAFEGUARDS
 #   No Query Strings In The Access Log
@@ -43,7 +48,8 @@
 #   AI_CONFIG
 #     The conf file to read (ai-dock sets it from --config).
 #   GUNICORN_CMD_ARGS
-#     gunicorn's own override for one run, e.g. GUNICORN_CMD_ARGS="--threads 8".
+#     gunicorn's own override for one run, e.g. GUNICORN_CMD_ARGS="--threads 8". A --bind
+#     there is held to the same rule as AI_DOCK_BIND (non-loopback requires AI_DOCK_TOKEN).
 #
 # RUNTIME MODES
 #   Under ai-dock
@@ -53,8 +59,11 @@
 #   By hand
 #     python -m gunicorn --config Deployment/gunicorn.conf.py 'varaverk_dock.app:create_app()'
 
-from varaverk.config import load_settings
-from varaverk_dock.security import check_bind
+import sys
+
+from varaverk.config import ConfigError, load_settings
+from varaverk.exitcodes import CONFIG
+from varaverk_dock.security import check_bind, check_listeners
 
 _settings = load_settings()
 check_bind(_settings.ai_dock_bind, _settings.ai_dock_token)
@@ -73,6 +82,27 @@ accesslog = "-"
 errorlog = "-"
 access_log_format = '%(h)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms'
 forwarded_allow_ips = "127.0.0.1,::1"
+
+
+def on_starting(server):
+    """Before any socket opens: the bind gunicorn settled on (after --bind and
+    GUNICORN_CMD_ARGS) must obey the token rule, else exit 78."""
+    try:
+        check_listeners(server.cfg.bind, _settings.ai_dock_token)
+    except ConfigError as exc:
+        server.log.error("ai-dock: configuration error: %s", exc)
+        sys.exit(CONFIG)
+
+
+def when_ready(server):
+    """Listening, no worker yet: the sockets really held (systemd's, a re-exec's) must obey
+    the token rule, else stop before a request is served (exit 78)."""
+    try:
+        check_listeners([lnr.getsockname() for lnr in server.LISTENERS],
+                        _settings.ai_dock_token)
+    except ConfigError as exc:
+        server.log.error("ai-dock: configuration error: %s", exc)
+        server.halt(str(exc), exit_status=CONFIG)
 
 
 def post_fork(server, worker):

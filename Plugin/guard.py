@@ -34,11 +34,26 @@ def presented_token() -> str | None:
 
 
 
+def arrived_on_loopback() -> bool:
+    """True unless the request came in on a non-loopback local address of gunicorn's socket
+    (a hand-run gunicorn without Deployment/gunicorn.conf.py skips the start-up check)."""
+    sock = request.environ.get("gunicorn.socket")
+    try:
+        local = sock.getsockname() if sock is not None else None
+    except OSError:
+        return False
+    return not isinstance(local, tuple) or security.is_loopback_host(str(local[0]))
+
+
 def guard():
     """Runs before every request: host check, token, same-origin for state changes."""
     state = dock_state()
     settings = state.settings
     token = settings.ai_dock_token
+    if not token and not arrived_on_loopback():
+        log.warning("refused %s %s: arrived on a network address without AI_DOCK_TOKEN",
+                    request.method, request.path)
+        return api_error(403, "this dock has no AI_DOCK_TOKEN and answers on loopback only")
     if not token and state.loopback and not security.host_allowed(request.host):
         # DNS rebinding: a foreign name resolving to 127.0.0.1 must not reach the chats.
         return api_error(403, "Host header is not a loopback name")

@@ -3,7 +3,9 @@
 One home for every check the dock makes before a route runs:
 
 - ``check_bind``: a bind address other than loopback requires ``AI_DOCK_TOKEN`` (the dock
-  refuses to start without it).
+  refuses to start without it). ``check_listeners`` applies the same rule to the addresses
+  gunicorn really binds (its ``--bind``/``GUNICORN_CMD_ARGS`` override the setting, and
+  systemd may hand over sockets), from the server hooks in Deployment/gunicorn.conf.py.
 - ``token_ok`` / ``session_cookie_value``: the token, compared in constant time
   (``hmac.compare_digest``); the browser keeps a derived cookie value, never the token itself.
 - ``same_origin``: state-changing requests must come from the dock's own page
@@ -70,6 +72,40 @@ def check_bind(bind: str, token: str) -> bool:
         raise ConfigError(
             f"AI_DOCK_BIND={bind} is not a loopback address: set AI_DOCK_TOKEN "
             "(the dock refuses to listen on the network without a token)")
+    return loopback
+
+
+def check_listeners(addresses, token: str) -> bool:
+    """The bind rule over the addresses a server really listens on; True when all are loopback.
+
+    Args:
+        addresses: gunicorn bind strings (``host:port``, ``[v6]:port``, ``unix:/path``, ``fd://3``)
+            or socket addresses (``(host, port[, flow, scope])`` tuples, or a path for a Unix
+            socket). A Unix socket is local (its file permissions decide who may connect).
+    Raises:
+        ConfigError: an address is not loopback while ``AI_DOCK_TOKEN`` is empty, naming it;
+            a file-descriptor bind whose address cannot be known counts as not loopback.
+    """
+    loopback = True
+    for address in addresses:
+        if isinstance(address, (tuple, list)):
+            host = str(address[0])
+            shown = f"[{host}]:{address[1]}" if ":" in host else f"{host}:{address[1]}"
+        elif isinstance(address, (bytes, str)) and not str(address).startswith(("fd://", "unix:")) \
+                and ":" not in str(address).lstrip("["):
+            continue  # a Unix socket path (gunicorn reports it bare)
+        else:
+            shown = str(address)
+            if shown.startswith("unix:"):
+                continue
+            host = "" if shown.startswith("fd://") else parse_bind(shown)[0]
+        if not is_loopback_host(host):
+            loopback = False
+            if not token:
+                raise ConfigError(
+                    f"the dock would listen on {shown}, which is not a loopback address: set "
+                    "AI_DOCK_TOKEN (the dock refuses to listen on the network without a token; "
+                    "gunicorn's --bind and GUNICORN_CMD_ARGS are checked too)")
     return loopback
 
 
