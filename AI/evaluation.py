@@ -6,7 +6,8 @@ Question format (one JSON object per line; ../shared/README.md)::
      "answer_contains": [...], "history": [{"role", "content"}, ...], "notes"}
 
 The hit rule, exactly as the format defines it: a retrieved chunk *hits* when it comes from a
-gold path and contains at least one ``answer_contains`` string (case-insensitive).
+gold path and contains at least one ``answer_contains`` string (case-insensitive, white space
+collapsed: a line break inside an answer string still matches).
 
 Metrics (``summarise``), per shape and overall, over answerable questions (non-empty gold):
 
@@ -15,14 +16,15 @@ Metrics (``summarise``), per shape and overall, over answerable questions (non-e
 - ``context_hit``: share whose top chunks, concatenated best first and cut at 4,000 characters,
   hold *every* ``answer_contains`` string (case-insensitive);
 - ``answered``: share the setup judged relevant enough to answer (its "not covered" rule
-  did not fire; None for setups without one);
+  did not fire; None for setups without one); ``refused`` = 1 − ``answered``;
 - for unanswerable questions (empty gold), ``not_covered``: share answered "not covered".
 
 Setups (``Setup``): the naive baseline (fixed 1,000-character windows with 100 characters of
 overlap over every tracked text file, dense scores), dense only, lexical only (FTS5 BM25) and
 ours (hybrid with routing and boosts). Every setup gets the same search query per question, so
 the columns differ by retrieval alone; the follow-up rewrite is measured separately
-(``rewrite`` in the report: none / model-free / model).
+(``rewrite`` in the report: none / model-free / model). ``macro_average`` averages corpora
+with equal weight.
 """
 
 from __future__ import annotations
@@ -84,12 +86,19 @@ def load_questions(path: str | Path) -> list[Question]:
     return out
 
 
+def normalise_answer(text: str) -> str:
+    """Text as answer strings are matched: lower case, every white-space run one space (a line
+    break inside "day and a half" still matches)."""
+    return " ".join(text.lower().split())
+
+
 def is_hit(path: str, text: str, q: Question) -> bool:
-    """The hit rule: from a gold path and holding at least one answer string (any case)."""
+    """The hit rule: from a gold path and holding at least one answer string (any case,
+    white space collapsed)."""
     if path not in q.gold_paths:
         return False
-    low = text.lower()
-    return any(a.lower() in low for a in q.answer_contains)
+    low = normalise_answer(text)
+    return any(normalise_answer(a) in low for a in q.answer_contains)
 
 
 def first_hit_rank(results: Sequence[tuple[str, str]], q: Question) -> int | None:
@@ -103,7 +112,8 @@ def first_hit_rank(results: Sequence[tuple[str, str]], q: Question) -> int | Non
 def context_hit(results: Sequence[tuple[str, str]], q: Question,
                 budget: int = CONTEXT_CHARS) -> bool:
     """Whether the top results, concatenated best first and cut at ``budget`` characters, hold
-    every answer string (case-insensitive). False for a question without answer strings."""
+    every answer string (case-insensitive, white space collapsed). False for a question without
+    answer strings."""
     if not q.answer_contains:
         return False
     parts, used = [], 0
@@ -113,8 +123,8 @@ def context_hit(results: Sequence[tuple[str, str]], q: Question,
         piece = text[: budget - used]
         parts.append(piece)
         used += len(piece) + 1
-    context = "\n".join(parts).lower()
-    return all(a.lower() in context for a in q.answer_contains)
+    context = normalise_answer("\n".join(parts))
+    return all(normalise_answer(a) in context for a in q.answer_contains)
 
 
 @dataclass
@@ -134,32 +144,60 @@ def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
     """Metrics per shape and ``overall`` (answerable questions), plus ``unanswerable``.
 
     Returns:
-        {group: {"n", "recall@1", "recall@5", "recall@10", "mrr", "context_hit", "answered"}}
-        and {"unanswerable": {"n", "not_covered"}} when there are such questions. Values are
-        floats in [0, 1] (``answered``/``not_covered`` None when the setup has no rule).
+        {group: {"n", "recall@1", "recall@5", "recall@10", "mrr", "context_hit", "answered",
+        "refused"}} and {"unanswerable": {"n", "not_covered"}} when there are such questions.
+        Values are floats in [0, 1] (``answered``/``refused``/``not_covered`` None when the
+        setup has no rule); ``refused`` = answerable questions wrongly judged "not covered".
     """
     groups: dict[str, list[Outcome]] = {}
     for o in outcomes:
         if o.answerable:
             groups.setdefault(o.shape, []).append(o)
             groups.setdefault("overall", []).append(o)
-    out: dict[str, dict[str, Any]] = {}
-    for name, items in groups.items():
-        n = len(items)
-        row: dict[str, Any] = {"n": n}
-        for k in KS:
-            row[f"recall@{k}"] = sum(1 for o in items if o.rank is not None and o.rank <= k) / n
-        row["mrr"] = sum(1.0 / o.rank for o in items if o.rank is not None) / n
-        row["context_hit"] = sum(1 for o in items if o.context_hit) / n
-        judged = [o.answered for o in items if o.answered is not None]
-        row["answered"] = (sum(judged) / len(judged)) if judged else None
-        out[name] = row
+    out: dict[str, dict[str, Any]] = {name: _group_metrics(items) for name, items in groups.items()}
     unans = [o for o in outcomes if not o.answerable]
     if unans:
         judged = [o.answered for o in unans if o.answered is not None]
         out["unanswerable"] = {"n": len(unans),
                                "not_covered": (sum(1 for a in judged if not a) / len(judged))
                                if judged else None}
+    return out
+
+
+def _group_metrics(items: Sequence[Outcome]) -> dict[str, Any]:
+    n = len(items)
+    row: dict[str, Any] = {"n": n}
+    for k in KS:
+        row[f"recall@{k}"] = sum(1 for o in items if o.rank is not None and o.rank <= k) / n
+    row["mrr"] = sum(1.0 / o.rank for o in items if o.rank is not None) / n
+    row["context_hit"] = sum(1 for o in items if o.context_hit) / n
+    judged = [o.answered for o in items if o.answered is not None]
+    row["answered"] = (sum(judged) / len(judged)) if judged else None
+    row["refused"] = (1.0 - row["answered"]) if judged else None
+    return row
+
+
+MACRO_METRICS = ("recall@1", "recall@5", "recall@10", "mrr", "context_hit", "refused")
+
+
+def macro_average(reports: Sequence[dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The unweighted mean over corpora of one setup's ``overall`` metrics (``summarise``
+    outputs, one per corpus), each corpus counting once whatever its size.
+
+    Returns {"overall": {"n": corpora, metric: mean or None}, "unanswerable": {"n": total,
+    "not_covered": mean over corpora that have unanswerable questions}}; a metric some corpus
+    lacks (None) is averaged over the corpora that have it.
+    """
+    overall: dict[str, Any] = {"n": len(reports)}
+    for m in MACRO_METRICS:
+        vals = [r["overall"][m] for r in reports if r.get("overall", {}).get(m) is not None]
+        overall[m] = sum(vals) / len(vals) if vals else None
+    out: dict[str, Any] = {"overall": overall}
+    unans = [r["unanswerable"] for r in reports if "unanswerable" in r]
+    if unans:
+        vals = [u["not_covered"] for u in unans if u["not_covered"] is not None]
+        out["unanswerable"] = {"n": sum(u["n"] for u in unans),
+                               "not_covered": sum(vals) / len(vals) if vals else None}
     return out
 
 
@@ -307,26 +345,35 @@ def prepare_queries(questions: Iterable[Question], rewrite: str = "fallback",
     return out
 
 
-def format_table(reports: dict[str, dict[str, dict[str, Any]]], title: str = "") -> str:
-    """A markdown table: one row per setup × group, metrics as columns."""
-    cols = ["recall@1", "recall@5", "recall@10", "mrr", "context_hit", "answered"]
-    lines = []
-    if title:
-        lines += [f"### {title}", ""]
+def format_table(reports: dict[str, dict[str, dict[str, Any]]], title: str = "",
+                 shapes: bool = True) -> str:
+    """A markdown table: one row per setup × group (``overall`` only when ``shapes`` is
+    False), metrics as columns; ``refused`` is answerable questions judged "not covered",
+    ``not covered`` the share of unanswerable ones caught."""
+    cols = ["recall@1", "recall@5", "recall@10", "mrr", "context_hit", "refused"]
+    lines = [f"### {title}", ""] if title else []
     lines.append("| setup | group | n | " + " | ".join(cols) + " | not covered |")
     lines.append("|---" * (len(cols) + 4) + "|")
-
-    def fmt(v):
-        return "–" if v is None else f"{v:.3f}"
     for setup, report in reports.items():
-        groups = ["overall"] + sorted(g for g in report if g not in ("overall", "unanswerable"))
+        groups = ["overall"]
+        if shapes:
+            groups += sorted(g for g in report if g not in ("overall", "unanswerable"))
         for g in groups:
-            if g not in report:
-                continue
-            row = report[g]
-            nc = report.get("unanswerable", {}).get("not_covered") if g == "overall" else None
-            nc_s = (f"{fmt(nc)} of {report['unanswerable']['n']}"
-                    if g == "overall" and "unanswerable" in report else "")
-            lines.append(f"| {setup} | {g} | {row['n']} | "
-                         + " | ".join(fmt(row.get(c)) for c in cols) + f" | {nc_s} |")
+            if g in report:
+                lines.append(_table_row(setup, g, report))
     return "\n".join(lines)
+
+
+def _fmt(v) -> str:
+    return "–" if v is None else f"{v:.3f}"
+
+
+def _table_row(setup: str, group: str, report: dict[str, dict[str, Any]]) -> str:
+    row = report[group]
+    cols = ["recall@1", "recall@5", "recall@10", "mrr", "context_hit", "refused"]
+    nc_s = ""
+    if group == "overall" and "unanswerable" in report:
+        un = report["unanswerable"]
+        nc_s = f"{_fmt(un.get('not_covered'))} of {un['n']}"
+    return (f"| {setup} | {group} | {row['n']} | " + " | ".join(_fmt(row.get(c)) for c in cols)
+            + f" | {nc_s} |")

@@ -1,21 +1,27 @@
 #!/usr/bin/env python3
 # varaverk :: Tools/ai_eval.py
-# Measure retrieval on a question file: recall@k, MRR, context hit, "not covered", per shape.
+# Measure retrieval on question files: recall@k, MRR, context hit, "not covered", per corpus.
 #
 # PURPOSE
 #   Answers are only as good as what retrieval hands the model, so retrieval is measured, not
-#   guessed. This tool runs a question file in the shared eval format against a repository and
-#   prints, per question shape and overall, recall@1/@5/@10, MRR over the first hit, the
-#   context hit (every answer string inside the top 4,000 characters) and, for unanswerable
-#   questions, whether "not covered" was said. It compares setups side by side in one run:
-#   the naive fixed-window baseline, dense only, lexical only and ours. Its figures are the
-#   ones quoted in release notes.
+#   guessed. This tool runs question files in the shared eval format against their
+#   repositories (several corpora in one run) and prints, per corpus and then as the macro
+#   average over corpora, recall@1/@5/@10, MRR over the first hit, the context hit (every
+#   answer string inside the top 4,000 characters, the headline figure), the share of
+#   answerable questions wrongly judged "not covered" and the share of unanswerable ones
+#   caught. It compares setups side by side in one run: the naive fixed-window baseline,
+#   dense only, lexical only and ours. Its figures are the ones quoted in release notes.
 #
 # OPERATIONAL MODEL
 #   Index Per Repository
-#     The repository is indexed with the configured embedder into a data folder of its own
-#     (--data-dir, default a folder under AI_DATA_DIR/eval named after the repository), with
-#     the same ai-index code path users run; an unchanged repository is not re-embedded.
+#     Each repository is indexed with the configured embedder into a folder of its own under
+#     the evaluation folder (--data-dir, default AI_DATA_DIR/eval; the folder is named after
+#     the repository), with the same ai-index code path users run; an unchanged repository is
+#     not re-embedded.
+#   Vectors Cached By Content
+#     Every vector (index chunks, baseline windows, queries) is kept in vectors.sqlite in the
+#     evaluation folder, keyed by a hash of model and text: after a chunker change only the
+#     chunks whose text changed are embedded again, so iterating costs seconds, not minutes.
 #   Baseline Windows
 #     The baseline cuts every tracked text file into 1,000-character windows overlapping by
 #     100 characters and ranks them by cosine similarity; its vectors are cached beside the
@@ -32,6 +38,9 @@
 #   Compare In One Run
 #     Setups are measured on the same index, the same questions and the same queries in one
 #     run, so a table never mixes figures from different days or data.
+#   Every Corpus Counts Once
+#     The macro average weighs corpora equally, so a gain on one corpus that costs another
+#     shows as what it is; the answer strings match with white space collapsed.
 #   Improve By Kind Of Document
 #     The per-shape rows exist to show which kind of question or document is weak; tuning to
 #     single questions would only overfit the dev set.
@@ -54,18 +63,23 @@
 #     The relevance threshold under test (0: the calibrated default).
 #
 # RUNTIME MODES
+#   ai-eval QA.jsonl=REPO [QA.jsonl=REPO ...]
+#     Index each repository (if needed) and print a table per corpus, then the macro average.
 #   ai-eval --repo PATH QUESTIONS.jsonl
-#     Index the repository (if needed) and print the markdown tables.
+#     One corpus (a question file without =REPO uses --repo, else AI_REPO_ROOT).
+#   --shapes
+#     Per-shape rows in every corpus table (default: overall rows only).
 #   --setups baseline,dense,lexical,ours
 #     Which setups to compare (default all four).
 #   --rewrite none|fallback|model
 #     How follow-ups become standalone queries for all setups (default fallback).
 #   --json
-#     Print one JSON object: {"questions", "repo", "rewrite", "setups": {name: {group:
-#     metrics}}, "rewrites": {...}, "per_question": {name: [...]}} instead of tables.
+#     Print one JSON object: {"corpora": [{"questions", "repo", "rewrite", "setups": {name:
+#     {group: metrics}}, "rewrites": {...}, "per_question": {name: [...]}}, ...], "macro":
+#     {name: {"overall", "unanswerable"}}} instead of tables.
 #   --data-dir PATH, --config PATH, -v
-#     Where the index goes; another conf file; per-question lines on stderr.
-"""Measure retrieval on a question file (see the header above)."""
+#     The evaluation folder; another conf file; per-question lines on stderr.
+"""Measure retrieval on question files over their repositories (see the header above)."""
 
 from __future__ import annotations
 
@@ -83,42 +97,32 @@ SETUPS = ("baseline", "dense", "lexical", "ours")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``ai-eval`` command line (question file, repository, setups, output)."""
+    """The ``ai-eval`` command line (question files and repositories, setups, output)."""
     p = argparse.ArgumentParser(prog="ai-eval", description=(
-        "Measure retrieval on a question file (shared eval format): recall@1/@5/@10, MRR, "
-        "context hit and 'not covered', per shape, for several setups side by side."))
-    p.add_argument("questions", help="question file (JSON lines)")
-    p.add_argument("--repo", help="repository to index (default AI_REPO_ROOT)")
-    p.add_argument("--data-dir", help="where the evaluation index goes")
+        "Measure retrieval on question files (shared eval format): recall@1/@5/@10, MRR, "
+        "context hit, answerable questions refused and unanswerable ones caught, per corpus "
+        "and as the macro average, for several setups side by side."))
+    p.add_argument("corpora", nargs="+", metavar="QA.jsonl[=REPO]",
+                   help="question file and its repository; without =REPO, --repo")
+    p.add_argument("--repo", help="repository for question files given without =REPO "
+                                  "(default AI_REPO_ROOT)")
+    p.add_argument("--data-dir", help="evaluation folder: one index per repository and the "
+                                      "vector cache (default AI_DATA_DIR/eval)")
     p.add_argument("--setups", default=",".join(SETUPS),
                    help="comma-separated subset of " + ",".join(SETUPS))
     p.add_argument("--rewrite", choices=("none", "fallback", "model"), default="fallback",
                    help="follow-up rewrite used for every setup (default fallback)")
+    p.add_argument("--shapes", action="store_true", help="per-shape rows in corpus tables")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--config", help="conf file (default: Configurations/master.conf)")
     p.add_argument("-v", "--verbose", action="store_true", help="per-question lines on stderr")
     return p
 
 
-def evaluate(settings, questions_path: str, setups: list[str], rewrite: str = "fallback",
-             verbose: bool = False) -> dict:
-    """Index ``settings.ai_repo_root`` and run the setups; returns the JSON report."""
-    from varaverk.embedding import make_embedder
-    from varaverk.evaluation import (baseline_setup, load_questions, prepare_queries,
-                                     retriever_setup, run_setup, summarise)
-    from varaverk.indexer import refresh
+def build_setups(settings, index, embedder, setups: list[str]) -> dict:
+    """The named setups over one corpus's index (raises ValueError for an unknown name)."""
+    from varaverk.evaluation import baseline_setup, retriever_setup
     from varaverk.search import Retriever
-    from varaverk.store import Index
-
-    questions = load_questions(questions_path)
-    embedder = make_embedder(settings)
-    refresh(settings, embedder, progress=False)
-    index = Index.open(settings.index_path, readonly=True)
-    chat_client = None
-    if rewrite == "model":
-        from varaverk.generation import make_chat_client
-        chat_client = make_chat_client(settings)
-    queries = prepare_queries(questions, rewrite, chat_client)
 
     built = {}
     for name in setups:
@@ -131,6 +135,31 @@ def evaluate(settings, questions_path: str, setups: list[str], rewrite: str = "f
             built[name] = retriever_setup(name, Retriever(settings, index, embedder))
         else:
             raise ValueError(f"unknown setup {name!r}; choose from {', '.join(SETUPS)}")
+    return built
+
+
+def evaluate(settings, questions_path: str, setups: list[str], rewrite: str = "fallback",
+             verbose: bool = False, embedder=None) -> dict:
+    """Index ``settings.ai_repo_root`` and run the setups; returns one corpus's JSON report.
+
+    ``embedder``: the embedder to use (a ``varaverk.vector_cache.CachingEmbedder`` in
+    ``main``); None makes one from settings.
+    """
+    from varaverk.embedding import make_embedder
+    from varaverk.evaluation import load_questions, prepare_queries, run_setup, summarise
+    from varaverk.indexer import refresh
+    from varaverk.store import Index
+
+    questions = load_questions(questions_path)
+    embedder = embedder or make_embedder(settings)
+    refresh(settings, embedder, progress=False)
+    index = Index.open(settings.index_path, readonly=True)
+    chat_client = None
+    if rewrite == "model":
+        from varaverk.generation import make_chat_client
+        chat_client = make_chat_client(settings)
+    queries = prepare_queries(questions, rewrite, chat_client)
+    built = build_setups(settings, index, embedder, setups)
 
     report = {"questions": str(questions_path), "repo": str(settings.ai_repo_root),
               "rewrite": rewrite, "setups": {}, "per_question": {}, "rewrites": {}}
@@ -152,38 +181,112 @@ def evaluate(settings, questions_path: str, setups: list[str], rewrite: str = "f
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns an exit code (0 ok, 66 no repository, 78 config, 1 failure)."""
-    from varaverk.config import load_settings_or_report
+def parse_corpora(specs: list[str], default_repo: Path) -> list[tuple[Path, Path]]:
+    """``QA.jsonl=REPO`` (or ``QA.jsonl``, meaning ``default_repo``) as (questions, repo)
+    pairs, repositories resolved. Raises ValueError naming a pair whose repository is not a
+    git repository or whose question file is missing."""
+    out = []
+    for spec in specs:
+        qa, sep, repo = spec.partition("=")
+        repo_path = Path(repo).resolve() if sep else default_repo
+        if not Path(qa).is_file():
+            raise ValueError(f"{qa}: no such question file")
+        if not (repo_path / ".git").exists():
+            raise ValueError(f"{repo_path} is not a git repository (make one from a folder "
+                             f"with git init && git add -A && git commit)")
+        out.append((Path(qa), repo_path))
+    return out
+
+
+def _data_dirs(corpora: list[tuple[Path, Path]], root: Path) -> list[Path]:
+    """One index folder per corpus under ``root``, named after its repository (and the
+    question file when two corpora share a repository name)."""
+    names = [repo.name for _, repo in corpora]
+    return [root / (name if names.count(name) == 1 else f"{name}-{qa.stem}")
+            for name, (qa, _) in zip(names, corpora)]
+
+
+def pooled_not_covered(reports: list[dict], setup: str) -> dict | None:
+    """Counts over every corpus for one setup: answerable questions refused and unanswerable
+    ones caught ({"refused", "answerable", "caught", "unanswerable"}); None without a rule."""
+    rows = [o for r in reports for o in r["per_question"].get(setup, [])]
+    if not rows or all(o["answered"] is None for o in rows):
+        return None
+    ans = [o for o in rows if o["answerable"]]
+    una = [o for o in rows if not o["answerable"]]
+    return {"refused": sum(1 for o in ans if o["answered"] is False), "answerable": len(ans),
+            "caught": sum(1 for o in una if o["answered"] is False), "unanswerable": len(una)}
+
+
+def run(settings, corpora: list[tuple[Path, Path]], root: Path, setups: list[str],
+        rewrite: str, verbose: bool) -> dict:
+    """Evaluate every corpus with one cached embedder; returns {"corpora", "macro"}."""
+    from varaverk.embedding import make_embedder
+    from varaverk.evaluation import macro_average
+    from varaverk.vector_cache import CachingEmbedder
+
+    reports = []
+    with CachingEmbedder(make_embedder(settings), root / "vectors.sqlite") as embedder:
+        for (qa, repo), data in zip(corpora, _data_dirs(corpora, root)):
+            corpus = settings.replace(ai_repo_root=repo, ai_data_dir=data.resolve(),
+                                      ai_enabled=True)
+            reports.append(evaluate(corpus, str(qa), setups, rewrite, verbose, embedder))
+        log.info("vector cache: %d hits, %d embedded", embedder.hits, embedder.misses)
+    macro = {name: macro_average([r["setups"][name] for r in reports]) for name in setups}
+    for name in setups:
+        macro[name]["pooled"] = pooled_not_covered(reports, name)
+    return {"corpora": reports, "macro": macro}
+
+
+def print_tables(result: dict, shapes: bool, rewrite: str) -> None:
+    """The markdown tables of ``run``: one per corpus, follow-ups, then the macro average."""
     from varaverk.evaluation import format_table
 
+    for report in result["corpora"]:
+        print(format_table(report["setups"], f"{Path(report['questions']).name} on "
+                                             f"{Path(report['repo']).name} "
+                                             f"(follow-up rewrite: {rewrite})", shapes))
+        if report["rewrites"]:
+            print()
+            print(format_table(report["rewrites"], "follow-ups only, ours, by rewrite mode"))
+        print()
+    if len(result["corpora"]) > 1:
+        print(format_table(result["macro"], f"macro average over {len(result['corpora'])} "
+                                            f"corpora", shapes=False))
+    for name, m in result["macro"].items():
+        p = m.get("pooled")
+        if p:
+            print(f"{name}: 'not covered' caught {p['caught']}/{p['unanswerable']} unanswerable, "
+                  f"refused {p['refused']}/{p['answerable']} answerable (all corpora)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns an exit code (0 ok, 78 config or no repository, 1 failure)."""
+    from varaverk.config import load_settings_or_report
+
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
     settings = load_settings_or_report("ai-eval", args.config)
     if settings is None:
         return exitcodes.CONFIG
-    repo = Path(args.repo).resolve() if args.repo else settings.ai_repo_root
-    if not (repo / ".git").exists():
-        print(f"ai-eval: {repo} is not a git repository (make one from a folder with "
-              f"git init && git add -A && git commit)", file=sys.stderr)
+    default_repo = Path(args.repo).resolve() if args.repo else settings.ai_repo_root
+    try:
+        corpora = parse_corpora(args.corpora, default_repo)
+    except ValueError as exc:
+        print(f"ai-eval: {exc}", file=sys.stderr)
         return exitcodes.CONFIG
-    data = Path(args.data_dir) if args.data_dir else settings.ai_data_dir / "eval" / repo.name
-    settings = settings.replace(ai_repo_root=repo, ai_data_dir=data.resolve(), ai_enabled=True)
+    root = (Path(args.data_dir) if args.data_dir else settings.ai_data_dir / "eval").resolve()
     setups = [s.strip() for s in args.setups.split(",") if s.strip()]
     try:
-        report = evaluate(settings, args.questions, setups, args.rewrite, args.verbose)
+        result = run(settings, corpora, root, setups, args.rewrite, args.verbose)
     except (ValueError, OSError) as exc:
         print(f"ai-eval: {exc}", file=sys.stderr)
         return exitcodes.FAILURE
     if args.json:
-        print(json.dumps(report, indent=2))
-        return exitcodes.OK
-    print(format_table(report["setups"], f"{Path(args.questions).name} on {repo.name} "
-                                         f"(follow-up rewrite: {args.rewrite})"))
-    if report["rewrites"]:
-        print()
-        print(format_table(report["rewrites"], "follow-ups only, ours, by rewrite mode"))
+        print(json.dumps(result, indent=2))
+    else:
+        print_tables(result, args.shapes, args.rewrite)
     return exitcodes.OK
 
 

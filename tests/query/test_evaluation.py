@@ -7,7 +7,8 @@ import json
 import pytest
 
 from varaverk.evaluation import (Outcome, Question, context_hit, first_hit_rank, format_table,
-                                 is_hit, load_questions, run_setup, Setup, summarise, windows)
+                                 is_hit, load_questions, macro_average, run_setup, Setup,
+                                 summarise, windows)
 
 Q = Question(id="Q1", question="How long?", shape="configuration",
              gold=[{"path": "a.sh", "section": "CONFIGURATION", "title": "X"}],
@@ -51,7 +52,32 @@ def test_summarise_values():
     assert m["design"]["recall@1"] == 0.0
     assert m["unanswerable"] == {"n": 2, "not_covered": 0.5}
     table = format_table({"ours": m})
-    assert "| ours | overall | 4 | 0.250 | 0.750 | 0.750 | 0.438 | 0.500 | 0.750 | 0.500 of 2 |" in table
+    assert m["overall"]["refused"] == pytest.approx(0.25)
+    assert "| ours | overall | 4 | 0.250 | 0.750 | 0.750 | 0.438 | 0.500 | 0.250 | 0.500 of 2 |" in table
+
+
+def test_answer_strings_match_with_white_space_collapsed():
+    q = Question(id="W", question="How long?", shape="design", gold=[{"path": "a.md"}],
+                 answer_contains=["day and a half"])
+    assert is_hit("a.md", "It takes a day\n   and  a\thalf.", q)
+    assert context_hit([("b.md", "a DAY and\na half")], q)
+    assert not is_hit("a.md", "a day and half", q)
+
+
+def test_macro_average_weighs_each_corpus_once():
+    big = summarise([Outcome(str(i), "design", True, 1, True, True) for i in range(9)]
+                    + [Outcome("u", "unanswerable", False, None, False, False)])
+    small = summarise([Outcome("1", "design", True, None, False, False),
+                       Outcome("u1", "unanswerable", False, None, False, True),
+                       Outcome("u2", "unanswerable", False, None, False, False)])
+    macro = macro_average([big, small])
+    assert macro["overall"]["n"] == 2
+    assert macro["overall"]["recall@5"] == pytest.approx(0.5)   # (1.0 + 0.0) / 2, not 9/10
+    assert macro["overall"]["mrr"] == pytest.approx(0.5)
+    assert macro["overall"]["refused"] == pytest.approx(0.5)    # (0 + 1) / 2
+    assert macro["unanswerable"] == {"n": 3, "not_covered": pytest.approx(0.75)}
+    lexical = macro_average([{"overall": {**big["overall"], "refused": None}}])
+    assert lexical["overall"]["refused"] is None and "unanswerable" not in lexical
 
 
 def test_run_setup_on_a_fixed_ranking(tmp_path):
@@ -130,7 +156,8 @@ def test_ai_eval_smoke_on_a_tiny_repository(tmp_path, capsys):
     ]) + "\n")
     code = main([str(qa), "--repo", str(repo), "--data-dir", str(tmp_path / "data"), "--json"])
     assert code == 0
-    report = json.loads(capsys.readouterr().out)
+    result = json.loads(capsys.readouterr().out)
+    [report] = result["corpora"]
     assert set(report["setups"]) == {"baseline", "dense", "lexical", "ours"}
     ours = report["setups"]["ours"]
     assert ours["overall"]["n"] == 1
@@ -141,3 +168,70 @@ def test_ai_eval_smoke_on_a_tiny_repository(tmp_path, capsys):
     # The baseline windows the whole script, so "300" is in its single window of that file.
     assert report["setups"]["baseline"]["overall"]["recall@5"] == 1.0
     assert [o["rank"] for o in report["per_question"]["ours"]] == [1, None]
+    assert result["macro"]["ours"]["overall"]["recall@1"] == 1.0
+    assert result["macro"]["ours"]["pooled"] == {"refused": 0, "answerable": 1, "caught": 1,
+                                                  "unanswerable": 1}
+
+
+def test_ai_eval_runs_several_corpora_and_reuses_vectors(tmp_path, capsys):
+    """QA=REPO pairs: a table per corpus, then the macro average; a second run embeds nothing."""
+    from tests.support.repos import make_repo
+    from varaverk_tools.ai_eval import main
+
+    mover = make_repo(tmp_path / "mover", {"Tools/mover_stop.sh": MOVER_SH})
+    docs = make_repo(tmp_path / "docs", {"docs/backup.md": (
+        "# Backups\n\n## Schedule\n\nThe nightly backup starts at 02:00 and keeps\n"
+        "fourteen daily snapshots.\n")})
+    qa1, qa2 = tmp_path / "mover.jsonl", tmp_path / "docs.jsonl"
+    qa1.write_text(json.dumps({"id": "A", "question": "What is MOVER_STOP_TIMEOUT?",
+                               "shape": "configuration", "gold": [{"path": "Tools/mover_stop.sh"}],
+                               "answer_contains": ["300"]}) + "\n")
+    qa2.write_text(json.dumps({"id": "B", "question": "When does the nightly backup start?",
+                               "shape": "definitional", "gold": [{"path": "docs/backup.md"}],
+                               "answer_contains": ["starts at 02:00 and keeps fourteen"]}) + "\n")
+    args = [f"{qa1}={mover}", f"{qa2}={docs}", "--data-dir", str(tmp_path / "eval"),
+            "--setups", "dense,ours"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "### mover.jsonl on mover" in out and "### docs.jsonl on docs" in out
+    assert "### macro average over 2 corpora" in out
+    assert "| ours | overall | 2 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 | 0.000 |" in out
+    assert (tmp_path / "eval" / "mover" / "index.sqlite").is_file()
+    assert (tmp_path / "eval" / "docs" / "index.sqlite").is_file()
+    assert (tmp_path / "eval" / "vectors.sqlite").is_file()
+    assert main(args + ["--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [r["setups"]["ours"]["overall"]["context_hit"] for r in result["corpora"]] == [1.0, 1.0]
+
+
+def test_ai_eval_names_a_pair_whose_repository_is_missing(tmp_path, capsys):
+    from varaverk_tools.ai_eval import main
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text("")
+    assert main([f"{qa}={tmp_path / 'nowhere'}", "--data-dir", str(tmp_path / "e")]) == 78
+    assert "nowhere is not a git repository" in capsys.readouterr().err
+
+
+def test_caching_embedder_embeds_each_text_once_across_runs(tmp_path, model_server):
+    """Vectors come back from the cache file by content hash; the server sees each text once."""
+    import numpy as np
+    from varaverk.embedding import OllamaEmbedder
+    from varaverk.vector_cache import CachingEmbedder
+
+    cache = tmp_path / "vectors.sqlite"
+    with CachingEmbedder(OllamaEmbedder([model_server.base_url], model="m"), cache) as emb:
+        first = emb.embed(["alpha beta", "gamma delta"])
+        assert (emb.hits, emb.misses) == (0, 2)
+        assert emb.backend == "ollama" and emb.model == "m"
+    sent = len(model_server.requests_to("/api/embed"))
+    with CachingEmbedder(OllamaEmbedder([model_server.base_url], model="m"), cache) as emb:
+        again = emb.embed(["gamma delta", "alpha beta", "new words"])
+        assert (emb.hits, emb.misses) == (2, 1)
+        np.testing.assert_array_equal(again.vectors[0], first.vectors[1])
+        np.testing.assert_array_equal(again.vectors[1], first.vectors[0])
+        failed = emb.embed(["!!!"])    # the zero vector fails and is not cached
+        assert failed.vectors == [None] and 0 in failed.errors
+    assert len(model_server.requests_to("/api/embed")) == sent + 2
+    with CachingEmbedder(OllamaEmbedder([model_server.base_url], model="other"), cache) as emb:
+        emb.embed(["alpha beta"])
+        assert emb.misses == 1          # another model's vectors are never reused
