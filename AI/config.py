@@ -90,6 +90,9 @@ class Settings:
     """
 
     ai_enabled: bool = False
+    # The conf file in use (--config, AI_CONFIG or the default), resolved once by
+    # load_settings; None: Configurations/master.conf of ai_repo_root (``conf_file``).
+    ai_config: Path | None = None
     ai_repo_root: Path = field(default_factory=tool_root)
     ai_data_dir: Path = field(default_factory=lambda: _xdg("XDG_DATA_HOME", ".local/share"))
     ai_log_dir: Path = field(default_factory=lambda: _xdg("XDG_STATE_HOME", ".local/state") / "log")
@@ -139,6 +142,12 @@ class Settings:
     def index_path(self) -> Path:
         """The SQLite index file: ``AI_DATA_DIR/index.sqlite``."""
         return self.ai_data_dir / "index.sqlite"
+
+    @property
+    def conf_file(self) -> Path:
+        """The one conf file this configuration came from, read again by capabilities
+        (``known_secrets``, conf lookup): ``AI_CONFIG`` as resolved, else the default."""
+        return self.ai_config or default_config_path(self.ai_repo_root)
 
     @property
     def token_db_path(self) -> Path:
@@ -228,9 +237,10 @@ def load_settings(config_path: str | os.PathLike | None = None,
     kwargs: dict[str, object] = {"ai_repo_root": repo_root}
     for key, raw in values.items():
         f = fields.get(key)
-        if f is None or key == "AI_REPO_ROOT":
+        if f is None or key in ("AI_REPO_ROOT", "AI_CONFIG"):
             continue
         kwargs[f.name] = _convert(f, key, raw, repo_root)
+    kwargs["ai_config"] = path.resolve()
     settings = Settings(**kwargs)
     if settings.ai_embed_backend not in EMBED_BACKENDS:
         raise ConfigError(f"AI_EMBED_BACKEND: expected one of {', '.join(EMBED_BACKENDS)}, "

@@ -13,7 +13,6 @@ Two layers, both applied to every block, query and log line the capabilities pro
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections import Counter
 from functools import lru_cache
@@ -22,7 +21,7 @@ from typing import Iterable
 
 from dotenv import dotenv_values
 
-from varaverk.config import SECRET_KEYS, default_config_path
+from varaverk.config import SECRET_KEYS
 
 REDACTED = "[redacted]"
 
@@ -87,9 +86,9 @@ def mask_url_credentials(value: str) -> str:
 
 
 def conf_path(settings) -> Path:
-    """The real conf the capabilities read: ``AI_CONFIG`` if set, else Configurations/master.conf."""
-    explicit = os.environ.get("AI_CONFIG")
-    return Path(explicit) if explicit else default_config_path(Path(settings.ai_repo_root))
+    """The real conf the capabilities read: the one the settings came from
+    (``Settings.conf_file``: ``--config``, ``AI_CONFIG`` or Configurations/master.conf)."""
+    return settings.conf_file
 
 
 def read_conf(path: Path) -> dict[str, str]:
