@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.chunking.support import decode, harborlab_kind
-from tests.support.repos import FIXTURES, git
+from tests.support.repos import git, shared_corpus
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +33,8 @@ def harborlab_docs(harborlab_pristine) -> list[tuple[str, str, str]]:
 
 @pytest.fixture(scope="session")
 def frigate_docs() -> list[tuple[str, str, str]]:
-    """(path, kind, text) for every Markdown file of the Frigate docs fixture (read in place)."""
-    root = FIXTURES / "frigate-docs"
+    """(path, kind, text) for every Markdown file of the Frigate docs fixture (read in place);
+    skips without the shared folder (a third-party corpus we do not ship)."""
+    root = shared_corpus("fixtures/frigate-docs")
     return [(str(p.relative_to(root)), "doc", decode(p.read_bytes()))
             for p in sorted(root.rglob("*.md"))]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from varaverk.chunking import Chunk
-from tests.support.repos import FIXTURES
+from tests.support.repos import harborlab_files
 
 
 def decode(data: bytes) -> str:
@@ -16,7 +16,7 @@ def decode(data: bytes) -> str:
 
 def read_fixture(rel: str) -> str:
     """A harborlab fixture file, decoded."""
-    return decode((FIXTURES / "harborlab" / rel).read_bytes())
+    return decode(harborlab_files()[rel])
 
 
 def harborlab_kind(path: str) -> str | None:

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from varaverk.chunking import KINDS, chunk_document
-from tests.support.repos import EVAL
+from tests.support.repos import HARBORLAB_QUESTIONS, shared_corpus
 
 
 def _check(chunks, text, count, max_tokens):
@@ -50,8 +50,8 @@ def test_harborlab_legacy_manual_decoded_text_survives(harborlab_chunks):
     assert "café" in text
 
 
-def _gold_rows(name):
-    return [json.loads(line) for line in (EVAL / name).read_text().splitlines() if line.strip()]
+def _gold_rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _holds(chunk, answers):
@@ -62,7 +62,7 @@ def test_harborlab_gold_locations_exist_and_hold_the_answer(harborlab_chunks):
     # Every gold location is a chunk (header gold: section + title; Markdown gold: the
     # nearest heading as the title); with several gold entries any one holds the answer.
     missing, unanswered = [], []
-    for row in _gold_rows("harborlab-qa-dev.jsonl"):
+    for row in _gold_rows(HARBORLAB_QUESTIONS):
         holds = False
         for gold in row["gold"]:
             chunks = harborlab_chunks[gold["path"]]
@@ -90,7 +90,7 @@ def test_frigate_pages_chunk_within_budget(frigate_docs, real_count_tokens):
         headings[path] = {c.title for c in chunks}
         total += len(chunks)
     assert len(frigate_docs) == 85 and total > 1000
-    missing = [(row["id"], g) for row in _gold_rows("frigate-qa-dev.jsonl") for g in row["gold"]
+    missing = [(row["id"], g) for row in _gold_rows(shared_corpus("eval/frigate-qa-dev.jsonl")) for g in row["gold"]
                if g["heading"] not in headings.get(g["path"], set())]
     assert missing == []
 
@@ -102,10 +102,12 @@ def test_frigate_with_the_character_counter(frigate_docs):
 
 
 @pytest.mark.parametrize("max_tokens", [48, 200])
-def test_splitting_loses_nothing_on_real_documents(harborlab_docs, frigate_docs, max_tokens):
+@pytest.mark.parametrize("corpus", ["harborlab", "frigate"])
+def test_splitting_loses_nothing_on_real_documents(request, corpus, max_tokens):
     # Chunked with a tight budget, the parts of each chunk hold exactly what the unsplit
     # chunk held (white space at part boundaries aside), in order.
-    for path, kind, text in harborlab_docs + frigate_docs[::4]:
+    docs = request.getfixturevalue(f"{corpus}_docs")
+    for path, kind, text in docs if corpus == "harborlab" else docs[::4]:
         whole = chunk_document(path, kind, text, max_tokens=10**9)
         parts = chunk_document(path, kind, text, max_tokens=max_tokens)
         assert all(len(c.embed_text) <= max_tokens for c in parts), path

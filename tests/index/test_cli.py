@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.index.conftest import ENTRY, cli_env, make_settings, run_index
-from tests.support.repos import FIXTURES, git, make_repo
+from tests.support.repos import git, harborlab_files, make_repo
 from varaverk import exitcodes
 from varaverk.locking import index_lock
 from varaverk.store import Index
@@ -36,10 +36,8 @@ def _all_bytes_under(*folders: Path) -> bytes:
 
 def test_canary_strings_are_the_ones_in_the_fixture():
     found = set()
-    for path in (FIXTURES / "harborlab").rglob("*"):
-        if path.is_file():
-            text = path.read_bytes().decode("utf-8", "replace")
-            found |= {c for c in CANARIES if c in text}
+    for data in harborlab_files().values():
+        found |= {c for c in CANARIES if c in data.decode("utf-8", "replace")}
     assert found == set(CANARIES)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 
 from tests.index.conftest import MAIN, make_settings
-from tests.support.repos import FIXTURES, make_repo
+from tests.support.repos import harborlab_files, make_repo
 from varaverk import indexer
 from varaverk.search import Retriever
 
@@ -16,7 +16,7 @@ DISTRACTORS = ("Backup/rsync_mirror.sh", "Tools/docs_indexer.py", "Tools/mover_s
 def test_index_lock_paragraph_is_found_in_our_own_header(tmp_path):
     files = {"AI/ai_index.py": (MAIN / "AI" / "ai_index.py").read_bytes()}
     for rel in DISTRACTORS:  # other scripts with locks of their own
-        files[rel] = (FIXTURES / "harborlab" / rel).read_bytes()
+        files[rel] = harborlab_files()[rel]
     repo = make_repo(tmp_path / "repo", files)
     settings = make_settings(repo, tmp_path, None, ai_embed_backend="local")
     report = indexer.refresh(settings, progress=False)

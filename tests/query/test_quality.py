@@ -8,12 +8,12 @@ closing note come from ``ai-eval``; this test keeps a change from quietly sinkin
 
 from __future__ import annotations
 
-from tests.support.repos import EVAL
+from tests.support.repos import HARBORLAB_QUESTIONS
 from varaverk.evaluation import load_questions, prepare_queries, retriever_setup, run_setup, summarise
 
 
 def test_harborlab_dev_set_stays_above_the_floors(retriever):
-    questions = load_questions(EVAL / "harborlab-qa-dev.jsonl")
+    questions = load_questions(HARBORLAB_QUESTIONS)
     outcomes = run_setup(retriever_setup("ours", retriever), questions,
                          prepare_queries(questions, rewrite="fallback"))
     report = summarise(outcomes)

@@ -2,15 +2,42 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
+import tarfile
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-if not SHARED.is_dir():  # CI clones main into another folder with shared/ beside it
-    SHARED = Path(os.environ.get("VARAVERK_SHARED", SHARED))
-FIXTURES = SHARED / "fixtures"
-EVAL = SHARED / "eval"
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+# Ours, shipped with the tests: the harborlab fixture (one archive, so that indexing this
+# repository never takes the fictional homelab's documents for ours) and its question set.
+FIXTURES = TESTS / "fixtures"
+HARBORLAB_ARCHIVE = FIXTURES / "harborlab.tar.gz"
+HARBORLAB_QUESTIONS = FIXTURES / "harborlab-qa-dev.jsonl"
+# Not ours to ship: third-party corpora (Frigate's and Synapse's docs, their question sets) live
+# in the developers' shared folder beside the clone, or where VARAVERK_SHARED points.
+SHARED = Path(os.environ.get("VARAVERK_SHARED") or TESTS.parents[1] / "shared")
+
+
+def shared_corpus(rel: str) -> Path:
+    """``SHARED/rel`` (e.g. ``fixtures/frigate-docs``); skips the test when it is absent."""
+    path = SHARED / rel
+    if not path.exists():
+        pytest.skip(f"third-party corpus {rel} is not shipped with the tests: it needs the "
+                    f"shared folder at {SHARED} (or VARAVERK_SHARED)")
+    return path
+
+
+@functools.cache
+def harborlab_files() -> dict[str, bytes]:
+    """Every file of the harborlab fixture (relative path -> bytes), read from its archive;
+    includes the git-ignored and untracked ones that hold canary secrets."""
+    with tarfile.open(HARBORLAB_ARCHIVE) as archive:
+        return {m.name.removeprefix("./"): archive.extractfile(m).read()
+                for m in archive.getmembers() if m.isfile()}
+
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
@@ -50,7 +77,8 @@ def make_harborlab(dest: Path) -> Path:
 
 
 def make_frigate(dest: Path) -> Path:
-    """The Frigate docs fixture as a real repository at ``dest``."""
-    subprocess.run(["bash", str(FIXTURES / "make-frigate-repo.sh"), str(dest)], check=True,
+    """The Frigate docs fixture as a real repository at ``dest``; skips without ../shared."""
+    script = shared_corpus("fixtures/make-frigate-repo.sh")
+    subprocess.run(["bash", str(script), str(dest)], check=True,
                    capture_output=True)
     return dest
