@@ -43,3 +43,12 @@ def test_ci_runs_the_readme_test_command():
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
                 if line.strip() and not line.lstrip().startswith("#")]
     assert ci_lines[-1] in readme, "the last line of .ci/run must be README command 2"
+
+
+def test_only_the_support_module_reaches_for_the_shared_folder():
+    # A user's clone has no ../shared: the tests reach it only through shared_corpus(), which
+    # skips with its reason when it is absent.
+    offenders = [p for p in tracked("tests/*.py", "tests/**/*.py")
+                 if p.name != "repos.py" and re.search(r"\bSHARED\b|\.\./shared/(fixtures|eval)",
+                                                       p.read_text(encoding="utf-8"))]
+    assert offenders == []
