@@ -10,7 +10,10 @@
   const questionEl = $("question");
   const profileEl = $("profile");
   const askBtn = $("ask");
-  const state = { chatId: null, busy: false, profiles: {}, logsLoadedFor: null, bugDraft: null };
+  // turn: the answer streaming now ({controller, chatId}), or null. view: bumped whenever the
+  // page changes conversation, so a late reply for an earlier view is dropped.
+  const state = { chatId: null, turn: null, view: 0, profiles: {}, logsLoadedFor: null,
+                  bugDraft: null };
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
@@ -233,14 +236,27 @@
     }
   }
 
+  // A turn belongs to the conversation it was asked in. Leaving that conversation (new chat,
+  // another chat, deleting it) aborts the stream: the server then stops the model and saves
+  // nothing, and nothing the old stream still carries reaches the conversation now shown.
+  function abandonTurn() {
+    const turn = state.turn;
+    if (!turn) return;
+    state.turn = null;
+    turn.controller.abort();
+    askBtn.disabled = false;
+  }
+
   async function ask(question) {
-    if (state.busy) return;
-    state.busy = true;
+    if (state.turn) return;
+    const turn = { controller: new AbortController(), chatId: state.chatId };
+    const live = () => state.turn === turn;
+    state.turn = turn;
     askBtn.disabled = true;
     addUser(question);
     const parts = addAssistant();
     const body = { question: question, profile: profileEl.value };
-    if (state.chatId) body.chat_id = state.chatId;
+    if (turn.chatId) body.chat_id = turn.chatId;
     const logPath = $("log-path");
     if (!logPath.hidden && logPath.value.trim()) body.log_path = logPath.value.trim();
     let finished = false;
@@ -249,7 +265,9 @@
         method: "POST",
         headers: { "Content-Type": "application/json" },
         body: JSON.stringify(body),
+        signal: turn.controller.signal,
       });
+      if (!live()) return;
       if (!resp.ok || !resp.body) {
         let msg = "HTTP " + resp.status;
         try { const j = await resp.json(); if (j && j.error) msg = j.error; } catch (e) { /* keep */ }
@@ -269,18 +287,23 @@
           if (!line) continue;
           let ev;
           try { ev = JSON.parse(line); } catch (e) { continue; }
+          if (!live()) return;
           if (ev.type === "done" || ev.type === "error") finished = true;
           handleEvent(parts, ev, question);
         }
         if (done) break;
       }
-      if (!finished) showError(parts, "The connection ended before the answer was complete.");
+      if (!finished && live()) {
+        showError(parts, "The connection ended before the answer was complete.");
+      }
     } catch (e) {
-      showError(parts, "Request failed: " + e.message);
+      if (live()) showError(parts, "Request failed: " + e.message);
     } finally {
-      state.busy = false;
-      askBtn.disabled = false;
-      questionEl.focus();
+      if (live()) {
+        state.turn = null;
+        askBtn.disabled = false;
+        questionEl.focus();
+      }
     }
   }
 
@@ -296,6 +319,8 @@
   }
 
   function newChat() {
+    abandonTurn();
+    state.view += 1;
     state.chatId = null;
     history.replaceState(null, "", location.pathname);
     $("chat-title").textContent = "New conversation";
@@ -311,8 +336,12 @@
   }
 
   async function openChat(id) {
+    if (state.turn && id === state.chatId) return;  // already shown, its answer streaming
+    abandonTurn();
+    const view = ++state.view;
     try {
       const body = await apiJson("/api/chats/" + encodeURIComponent(id));
+      if (view !== state.view) return;  // the user moved on meanwhile
       state.chatId = body.chat.id;
       history.replaceState(null, "", "#chat=" + encodeURIComponent(body.chat.id));
       $("chat-title").textContent = body.chat.title;
@@ -328,6 +357,7 @@
       });
       markActive();
     } catch (e) {
+      if (view !== state.view) return;
       newChat();
       loadChats();
     }
@@ -335,10 +365,10 @@
 
   async function deleteChat(id, title) {
     if (!window.confirm("Delete the conversation “" + title + "”?")) return;
+    if (state.chatId === id) newChat();  // before the delete, so its stream cannot save
     try {
       await api("/api/chats/" + encodeURIComponent(id), { method: "DELETE" });
     } catch (e) { /* the list below shows the truth */ }
-    if (state.chatId === id) newChat();
     loadChats();
   }
 
@@ -540,7 +570,7 @@
   $("composer").addEventListener("submit", (e) => {
     e.preventDefault();
     const q = questionEl.value.trim();
-    if (!q || state.busy) return;
+    if (!q || state.turn) return;
     questionEl.value = "";
     ask(q).then(() => { loadTokens(); });
   });

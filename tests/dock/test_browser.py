@@ -163,3 +163,99 @@ def json_of_last_chat(model) -> str:
     import json
 
     return json.dumps(model.requests_to("/api/chat")[-1].json["messages"])
+
+
+def _stored_chats(settings) -> dict[str, list[str]]:
+    """Chat id -> the contents of its messages, as stored on disk."""
+    import json
+
+    folder = settings.ai_data_dir / "ai_chats"
+    return {p.stem: [m["content"] for m in json.loads(p.read_text())["messages"]]
+            for p in sorted(folder.glob("*.json"))}
+
+
+def _finish(page):
+    from playwright.sync_api import expect
+
+    expect(page.locator(".msg.assistant .answer").last).not_to_have_class(
+        re.compile("streaming"), timeout=20_000)
+    expect(page.locator("#ask")).to_be_enabled()
+
+
+def test_browser_new_chat_switch_and_delete_during_a_stream_never_mix_conversations(
+        page, running_dock, model):
+    from playwright.sync_api import expect
+
+    asks: list[dict] = []
+    page.on("request", lambda r: asks.append(r.post_data_json) if r.url.endswith("/api/ask")
+            else None)
+    page.on("dialog", lambda d: d.accept())
+    # Every reply streams for about two seconds (the knob is read per delta, so it stays set):
+    # an abandoned stream would end, and unfixed save, while the later steps run.
+    slow = ["According ", "to ", "the ", "docs, ", "this ", "is ", "slow."]
+    model.script(content=slow)
+    model.delta_delay = 0.25
+    stream_seconds = len(slow) * model.delta_delay
+
+    def ask(question: str, wait: bool = True):
+        page.fill("#question", question)
+        page.click("#ask")
+        if wait:
+            _finish(page)
+
+    def start_slow(question: str):
+        ask(question, wait=False)
+        expect(page.locator(".msg.assistant .answer").last).to_contain_text("According")
+
+    # New chat while an answer streams: Ask works again, the next question starts a new chat
+    # with no history, and the abandoned stream never writes into it.
+    start_slow("first question, abandoned")
+    page.click("#new-chat")
+    expect(page.locator("#ask")).to_be_enabled()
+    expect(page.locator(".msg")).to_have_count(0)
+    ask("second question")
+    assert "chat_id" not in asks[-1]
+    assert "abandoned" not in json_of_last_chat(model)
+    page.wait_for_timeout(stream_seconds * 1000 + 500)
+    ask("third question")
+    chats = _stored_chats(running_dock.settings)
+    second = [cid for cid, msgs in chats.items() if "second question" in msgs]
+    assert len(second) == 1 and asks[-1]["chat_id"] == second[0]
+    assert [m for m in chats[second[0]] if m.endswith("question")] == [
+        "second question", "third question"]
+    assert not any("first question, abandoned" in msgs for msgs in chats.values())
+    expect(page.locator(".msg.user")).to_have_count(2)
+
+    # Switching to another conversation while an answer streams.
+    page.click("#new-chat")
+    ask("other chat question")
+    other = [cid for cid, msgs in _stored_chats(running_dock.settings).items()
+             if "other chat question" in msgs][0]
+    page.locator(f"#chat-list li[data-id='{second[0]}'] .chat-open").click()
+    expect(page.locator(".msg.user")).to_have_count(2)
+    start_slow("switched away from")
+    page.locator(f"#chat-list li[data-id='{other}'] .chat-open").click()
+    expect(page.locator("#ask")).to_be_enabled()
+    expect(page.locator(".msg.user .bubble")).to_have_text(["other chat question"])
+    page.wait_for_timeout(stream_seconds * 1000 + 500)
+    expect(page.locator(".msg.user")).to_have_count(1)
+    ask("follow-up in the other chat")
+    assert asks[-1]["chat_id"] == other
+    chats = _stored_chats(running_dock.settings)
+    assert [m for m in chats[other] if m.endswith(("question", "chat"))] == [
+        "other chat question", "follow-up in the other chat"]
+    assert "switched away from" not in chats[second[0]]
+
+    # Deleting the conversation an answer streams into.
+    start_slow("asked, then deleted")
+    page.locator(f"#chat-list li[data-id='{other}']").hover()  # the × shows on hover
+    page.locator(f"#chat-list li[data-id='{other}'] .chat-delete").click()
+    expect(page.locator("#ask")).to_be_enabled()
+    expect(page.locator(".msg")).to_have_count(0)
+    expect(page.locator(f"#chat-list li[data-id='{other}']")).to_have_count(0)
+    page.wait_for_timeout(stream_seconds * 1000 + 500)
+    ask("after the delete")
+    assert "chat_id" not in asks[-1]
+    chats = _stored_chats(running_dock.settings)
+    assert other not in chats
+    assert not any("asked, then deleted" in msgs for msgs in chats.values())
