@@ -20,7 +20,7 @@
 #   zsh, console, untagged, indented) are scanned, and line numbers are the file's own.
 #   Anything else is scanned as one shell script. Each finding prints as
 #   "PATH:LINE: reason" followed by the offending line indented; --json prints one JSON
-#   array instead. The scan itself lives in varaverk.shell_scan (AI/shell_scan.py).
+#   array instead. The scan itself lives in varaverk.shell_scan (AI/shell_scan/).
 #
 # DESIGN PRINCIPLES
 #   Parse, Do Not Grep
@@ -54,8 +54,9 @@
 #     command line alone.
 #   Rules
 #     The rules and the roots they protect (/, /home/*, /mnt/user and its shares,
-#     /mnt/disk*, /boot, /etc, /usr, /var...) live in AI/shell_scan.py; each finding names
-#     its rule id (rm-root, dd-device, curl-pipe-shell...) in --json output.
+#     /mnt/disk*, /boot, /etc, /usr, /var...) live in AI/shell_scan/rules.py and
+#     AI/shell_scan/paths.py; each finding names its rule id (rm-root, dd-device,
+#     curl-pipe-shell...) in --json output.
 #
 # RUNTIME MODES
 #   ai-scan-shell FILE

@@ -379,21 +379,21 @@ def test_cli_usage_errors_exit_2(tmp_path):
 @pytest.mark.parametrize("snippet,rule", DESTRUCTIVE, ids=[s for s, _ in DESTRUCTIVE])
 def test_fallback_tokenizer_alone_misses_nothing(monkeypatch, snippet, rule):
     """With bashlex failing on everything, the quote-aware fallback still finds each one."""
-    import varaverk.shell_scan as shell_scan
+    import bashlex
 
     def refuse(_text):
         raise NotImplementedError("forced fallback")
 
-    monkeypatch.setattr(shell_scan.bashlex, "parse", refuse)
+    monkeypatch.setattr(bashlex, "parse", refuse)
     assert rule in {f.rule for f in scan(snippet, markdown=False)}
 
 
 @pytest.mark.parametrize("snippet", BENIGN, ids=BENIGN)
 def test_fallback_tokenizer_alone_keeps_benign_snippets_clean(monkeypatch, snippet):
-    import varaverk.shell_scan as shell_scan
+    import bashlex
 
     def refuse(_text):
         raise NotImplementedError("forced fallback")
 
-    monkeypatch.setattr(shell_scan.bashlex, "parse", refuse)
+    monkeypatch.setattr(bashlex, "parse", refuse)
     assert scan(snippet, markdown=False) == []
