@@ -33,6 +33,8 @@ import subprocess
 from pathlib import Path
 from typing import Iterable, NamedTuple, Sequence
 
+from wcmatch import glob as wcglob
+
 KINDS = ("header", "readme", "manual", "template", "doc")
 GITLINK_MODE = "160000"
 BINARY_SNIFF_BYTES = 8192
@@ -132,61 +134,27 @@ def list_tracked(root: str | os.PathLike) -> Listing:
 # Globs
 # ---------------------------------------------------------------------------------------------
 
-def glob_to_regex(pattern: str) -> str:
-    """Translate a path glob into an anchored regular expression over ``/``-separated paths.
-
-    ``*`` matches within one path component, ``?`` one character of a component, ``[...]`` a
-    character class, and ``**`` any number of whole components: ``**/x`` matches ``x`` at any
-    depth including the top, ``a/**`` everything under ``a``, ``a/**/b`` also ``a/b``. A pattern
-    without ``/`` matches only at the top level (``README.md`` is the root README only).
-    """
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    while i < n:
-        c = pattern[i]
-        if c == "*":
-            if pattern.startswith("**", i):
-                at_start = i == 0 or pattern[i - 1] == "/"
-                j = i + 2
-                if at_start and j < n and pattern[j] == "/":
-                    out.append("(?:[^/]*/)*")  # zero or more whole folders
-                    i = j + 1
-                    continue
-                if at_start and j == n:
-                    out.append(".*")
-                    i = j
-                    continue
-                out.append("[^/]*")  # "a**b" behaves like "a*b"
-                i = j
-                continue
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            # The class body starts after "[" (and a leading "!"); a "]" right there is literal.
-            k = i + 2 if pattern.startswith("[!", i) else i + 1
-            j = pattern.find("]", k + 1 if pattern.startswith("]", k) else k)
-            if j < 0:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1:j]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = j + 1
-                continue
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
+# Path globs in the sense of bash's globstar: "*", "?" and "[...]" stay within one folder, a
+# whole "**" component crosses any number of folders (none included), dot-files match like
+# any other name, and a pattern without "/" names a top-level path only (unlike .gitignore).
+_GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.FORCEUNIX
 
 
 def compile_globs(globs: Iterable[str]) -> re.Pattern[str] | None:
-    """One compiled regex matching any of ``globs`` over a whole path; None when empty."""
-    parts = [glob_to_regex(g) for g in globs if g]
-    if not parts:
+    """One compiled regex matching any of ``globs`` over a whole repository-relative path.
+
+    ``**/x`` matches ``x`` at any depth including the top, ``a/**`` everything under ``a``,
+    ``a/**/b`` also ``a/b``; ``README.md`` is the root README only. Returns None when
+    ``globs`` holds no pattern. The translation is wcmatch's; the patterns are joined into one
+    regex so that classifying a path costs one match whatever the number of globs.
+    """
+    patterns = [g for g in globs if g]
+    if not patterns:
         return None
-    return re.compile("(?:" + "|".join(parts) + r")\Z", re.DOTALL)
+    include, _exclude = wcglob.translate(patterns, flags=_GLOB_FLAGS)  # no NEGATE: none excluded
+    # \Z: wcmatch ends each regex with "$", which also matches before a final newline, and a
+    # tracked name may end with one.
+    return re.compile("(?:" + "|".join(include) + r")\Z")
 
 
 class KindMatcher:

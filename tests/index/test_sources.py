@@ -99,6 +99,23 @@ def test_not_a_repository_raises_sources_error(tmp_path):
     ("file[1-3].md", "file2.md", True),
     ("a.b", "axb", False),  # dots are literal
     ("**/README-*.md", "Docs/README-Réseau.md", True),
+    ("**", "a/b/c.md", True),
+    ("**", ".github/workflows/ci.yml", True),  # "**" crosses hidden folders too
+    ("**/README.md", "README.md", True),       # zero folders
+    ("**/README.md", "Backup/rsync/README.md", True),
+    ("**/README.md", "Backup/README.md.orig", False),
+    ("**/README-*.md", "Backup/rsync/README-Mirror.md", True),
+    ("**/README-*.md", "README-Top.md", True),
+    ("*.example", "master.conf.example", True),
+    ("*.example", "Configurations.example/master.conf", False),
+    ("*.example", "sub/app.example", False),    # no "/": top level only
+    ("**/*.env.example", "svc/app.env.example", True),
+    ("**/*.env.example", "svc/app.env", False),
+    ("**/.env.example", ".env.example", True),
+    ("**/*.conf.example", "Configurations.example/hosts.conf.example", True),
+    ("a[!x]b", "a/b", False),                   # a class never matches the folder separator
+    ("a/**/b", "a/b", True),
+    ("README.md", "README.md\n", False),        # a name ending in a newline is another name
 ])
 def test_glob_matching(glob, path, matches):
     assert bool(compile_globs([glob]).match(path)) is matches
@@ -117,6 +134,10 @@ def test_default_kinds_first_match_wins():
     assert matcher.kind_of("Media/logo.png") is None
     assert matcher.kind_of(".gitignore") is None
     assert matcher.kind_of("Configurations/master.conf") is None
+    assert matcher.kind_of("Backup/rsync/README.md") == "doc"
+    assert matcher.kind_of("Backup/rsync/README-Mirror.md") == "readme"
+    assert matcher.kind_of("Configurations.example/hosts.conf.example") == "template"
+    assert matcher.kind_of("svc/.env.example") == "template"
 
 
 def test_symlinks_are_never_followed(tmp_path):
