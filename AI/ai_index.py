@@ -301,6 +301,9 @@ def _status(settings, args) -> int:
               f"{info['chunks_by_kind'].get(kind, 0):>6} chunks")
     for item in info["partial"]:
         print(f"  partial {item['path']}: {item['reason']}")
+    for item in info.get("masked", ()):
+        print(f"warning: {item['path']}: {item['reason']} — a secret committed by mistake? "
+              "remove it from the repository")
     if info["skipped"]:
         print(f"skipped ({len(info['skipped'])}):")
         for item in info["skipped"]:

@@ -245,6 +245,9 @@ def load_settings(config_path: str | os.PathLike | None = None,
     if settings.ai_embed_backend not in EMBED_BACKENDS:
         raise ConfigError(f"AI_EMBED_BACKEND: expected one of {', '.join(EMBED_BACKENDS)}, "
                           f"got {settings.ai_embed_backend!r}")
+    if any(not pattern.strip("*?") for pattern in settings.ai_conf_read_keys):
+        raise ConfigError("AI_CONF_READ_KEYS: a pattern matching every key (such as '*') would "
+                          "let conf lookup read the whole conf; name keys or prefixes (MIRROR_*)")
     if settings.ai_gen_backend not in GEN_BACKENDS:
         raise ConfigError(f"AI_GEN_BACKEND: expected one of {', '.join(GEN_BACKENDS)}, "
                           f"got {settings.ai_gen_backend!r}")

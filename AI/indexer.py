@@ -158,7 +158,9 @@ def _skip_unchanged(entry: _Entry, stored: FileState | None) -> bool:
         and stored.kind == entry.kind
 
 
-CHUNKER_MODULES = ("chunking", "script_headers", "markdown_sections", "conf_templates")
+# secret_patterns: a change to what is masked must re-chunk every document.
+CHUNKER_MODULES = ("chunking", "script_headers", "markdown_sections", "conf_templates",
+                   "secret_patterns")
 
 
 def chunker_stamp() -> str:
@@ -207,11 +209,38 @@ def _decode_and_chunk(entry: _Entry, data: bytes, count_tokens, max_tokens: int
         log.warning("%s: %s", entry.path, decoded.warning)
     from varaverk.chunking import chunk_document
 
+    decoded = _mask(entry.path, decoded)
     chunks = chunk_document(entry.path, entry.kind, decoded.text, max_tokens=max_tokens,
                             count_tokens=count_tokens)
     if not chunks:
         return decoded, [], REASON_NO_HEADER if entry.kind == "header" else REASON_NO_TEXT
     return decoded, chunks, ""
+
+
+MASK_NOTE = "masked secret-looking values on line"
+
+
+def _mask(path: str, decoded: sources.Decoded) -> sources.Decoded:
+    """The document with secret-looking values masked before chunking (so before embedding
+    and FTS); each masked line is logged as a warning and named in ``masked_note``."""
+    from varaverk.secret_patterns import mask_secrets
+
+    masked = mask_secrets(decoded.text)
+    if not masked.hits:
+        return decoded
+    for line, what in masked.hits:
+        log.warning("%s: line %d: masked a secret-looking value (%s) before indexing; "
+                    "remove it from the repository", path, line, what)
+    return decoded._replace(text=masked.text, masked=masked.hits)
+
+
+def masked_note(hits) -> str:
+    """The file row's reason for a document with masked values: ``masked secret-looking
+    values on line(s) 4, 9 (DB_PASSWORD, token)``."""
+    lines = sorted({line for line, _ in hits})
+    whats = sorted({what for _, what in hits})
+    return (f"{MASK_NOTE}{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))} "
+            f"({', '.join(whats)})")
 
 
 def _differences(entries: list[_Entry], states: dict) -> tuple[list[str], list[str], list[str]]:
@@ -365,6 +394,7 @@ class _Pending:
     sha256: str
     encoding: str
     chunks: list  # list[Chunk]
+    note: str = ""  # kept as the file row's reason: values masked as secrets
 
 
 @dataclass
@@ -494,7 +524,8 @@ def _chunk_entry(run: _Run, entry: _Entry, data: bytes, sha: str) -> None:
         _skip_read(run.changes, run.report, entry, st, sha, reason, decoded.encoding)
         return
     run.pending.append(_Pending(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,
-                                decoded.encoding, chunks))
+                                decoded.encoding, chunks,
+                                masked_note(decoded.masked) if decoded.masked else ""))
 
 
 def _record_deletions(run: _Run, entries: list[_Entry]) -> None:
@@ -554,8 +585,8 @@ def _record_embedded(run: _Run, item: _Pending, vectors: dict, failures: dict) -
     else:
         run.report.indexed += 1
         run.changes.file_rows.append(FileRow(item.path, item.kind, item.size, item.mtime_ns,
-                                             item.sha256, "indexed", "", len(stored_chunks),
-                                             item.encoding))
+                                             item.sha256, "indexed", item.note,
+                                             len(stored_chunks), item.encoding))
 
 
 def _has_changes(run: _Run) -> bool:

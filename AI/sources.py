@@ -288,11 +288,14 @@ class Decoded(NamedTuple):
         text: the text with ``\\n`` line endings and no BOM; None when binary.
         encoding: ``utf-8``, ``utf-8-sig``, ``cp1252`` or ``latin-1``; ``binary`` when skipped.
         warning: a message for the log when the file needed a fallback, else empty.
+        masked: ``(line, what)`` per value the indexer masked as a secret before chunking
+            (``varaverk.secret_patterns.mask_secrets``); empty as decoded.
     """
 
     text: str | None
     encoding: str
     warning: str = ""
+    masked: tuple = ()
 
 
 def normalise_newlines(text: str) -> str:

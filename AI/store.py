@@ -519,8 +519,9 @@ class Index:
         Keys: ``path``, ``size_bytes`` (the SQLite file plus its WAL), ``meta`` (all meta
         entries), ``files`` (count by status), ``files_by_kind`` and ``chunks_by_kind``
         (indexed kinds), ``chunks`` (total), ``skipped`` (``[{"path", "kind", "reason"}]``),
-        ``partial`` (files with chunks that failed to embed, same shape), ``tracked`` (rows in
-        ``files``).
+        ``partial`` (files with chunks that failed to embed, same shape), ``masked`` (indexed
+        files whose secret-looking values were masked, same shape; the reason names the
+        lines), ``tracked`` (rows in ``files``).
         """
         with self._lock:
             conn = self._conn
@@ -532,6 +533,9 @@ class Index:
                 "SELECT path, kind, reason FROM files WHERE status = 'skipped' ORDER BY path")]
             partial = [{"path": p, "kind": k, "reason": r} for p, k, r in conn.execute(
                 "SELECT path, kind, reason FROM files WHERE status = 'partial' ORDER BY path")]
+            masked = [{"path": p, "kind": k, "reason": r} for p, k, r in conn.execute(
+                "SELECT path, kind, reason FROM files WHERE status = 'indexed' AND reason != ''"
+                " ORDER BY path")]
             meta = dict(conn.execute("SELECT key, value FROM meta"))
         size = sum(os.path.getsize(p) for p in (self.path, Path(str(self.path) + "-wal"))
                    if os.path.exists(p))
@@ -539,7 +543,7 @@ class Index:
             "path": str(self.path), "size_bytes": size, "meta": meta, "files": files,
             "tracked": sum(files.values()), "files_by_kind": files_by_kind,
             "chunks_by_kind": chunks_by_kind, "chunks": sum(chunks_by_kind.values()),
-            "skipped": skipped, "partial": partial,
+            "skipped": skipped, "partial": partial, "masked": masked,
         }
 
     # -- writing ------------------------------------------------------------------------------

@@ -2,9 +2,10 @@
 
 Contract: ``conf_lookup(profile, settings, key) -> ConfValue`` (requires ``conf_lookup``).
 Only keys allowed by ``AI_CONF_READ_KEYS`` (names or shell globs such as ``MIRROR_*``) are
-read; any other key raises ``ConfKeyNotAllowed``. The file is parsed by python-dotenv without
+read; any other key raises ``ConfKeyNotAllowed``; ``*`` is no whitelist (refused by
+load_settings, ignored here). The file is parsed by python-dotenv without
 interpolation, so ``$OTHER`` inside a value is never expanded into another key's value. A key
-that names a secret (TOKEN, PASS, SECRET, KEY, PRIVATE, CREDENTIAL...) or a value that looks
+that names a secret (TOKEN, PASS, PW, SECRET, KEY, PSK, PIN, CRED, LOGIN, ENC, OBSCURED...) or a value that looks
 secret (credentials in a URL, a token prefix, a long random string, the word "secret")
 comes back as ``[redacted]``; a URL keeps its host with the credentials masked. This is the
 only way a live configuration value reaches a model: the index never holds one.
@@ -15,12 +16,12 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 
 from varaverk.profiles import CONF_LOOKUP
 
 from .redaction import (REDACTED, conf_path, key_looks_secret, known_secrets,
-                        mask_url_credentials, read_conf, scrub, value_looks_secret)
+                        mask_url_credentials, read_conf, scrub, value_looks_secret,
+                        whitelisted)
 
 log = logging.getLogger("varaverk.capabilities")
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,100}$")
@@ -49,9 +50,9 @@ class ConfValue:
 
 
 def allowed(settings, key: str) -> bool:
-    """True when ``key`` is on the whitelist (exact names or shell globs)."""
-    return bool(_KEY.match(key)) and any(fnmatchcase(key, pattern)
-                                         for pattern in settings.ai_conf_read_keys)
+    """True when ``key`` is on the whitelist (exact names or shell globs; ``*`` alone counts
+    for nothing)."""
+    return bool(_KEY.match(key)) and whitelisted(settings.ai_conf_read_keys, key)
 
 
 def keys_in_text(settings, text: str, limit: int = 5) -> list[str]:

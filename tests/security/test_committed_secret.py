@@ -1,0 +1,78 @@
+"""A secret committed by mistake in a tracked file is masked before embedding and FTS, its key
+kept; ai-index --status warns naming the file and line."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from tests.index.conftest import embed_inputs, make_settings, run_index
+from tests.support.repos import make_repo
+from varaverk.secret_patterns import MASK, mask_secrets
+
+TEMPLATE = """\
+# Notify settings template
+# NOTIFY_URL: where alerts go.
+NOTIFY_URL="https://ntfy.example.lan/harbor"
+# NOTIFY_API_TOKEN: the relay's token (keep it in Configurations/, not here).
+NOTIFY_API_TOKEN="CANARY-committed-5a7b91"
+# NOTIFY_PASSWORD_FILE: a path, not a secret.
+NOTIFY_PASSWORD_FILE="/boot/config/notify.pass"
+# NOTIFY_RETRIES: attempts before giving up.
+NOTIFY_RETRIES="3"
+"""
+README = """\
+# Relay
+
+Set the relay up with `curl -H "Authorization: Bearer CANARYbearer0123456789xyz" https://x`.
+The stored key is `Zq8xLm3KpR7tYw2NvB5cHd9FgJ4sAe6U` (rotated yearly).
+Checksum of the image: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.
+"""
+CANARIES = ("CANARY-committed-5a7b91", "CANARYbearer0123456789xyz",
+            "Zq8xLm3KpR7tYw2NvB5cHd9FgJ4sAe6U")
+
+
+def test_mask_keeps_keys_placeholders_and_paths():
+    masked = mask_secrets(TEMPLATE)
+    assert f'NOTIFY_API_TOKEN="{MASK}"' in masked.text
+    assert 'NOTIFY_PASSWORD_FILE="/boot/config/notify.pass"' in masked.text
+    assert 'NOTIFY_RETRIES="3"' in masked.text and "NOTIFY_URL=\"https://ntfy" in masked.text
+    assert masked.hits == ((5, "NOTIFY_API_TOKEN"),)
+    assert mask_secrets('TOKEN=""\nKEY="${OTHER}"\nPASS=<your password>\n').hits == ()
+    shapes = mask_secrets('{"password": "hunter2-x"}\nuri: mysql://u:pw-123@db/x\nALARM_PIN=4711\n')
+    assert [line for line, _ in shapes.hits] == [1, 2, 3]
+    assert "hunter2-x" not in shapes.text and "pw-123" not in shapes.text
+    assert "4711" not in shapes.text
+
+
+def test_committed_secret_never_embedded_nor_in_fts(tmp_path, model_server):
+    repo = make_repo(tmp_path / "r", {"Deployment/notify.conf.template": TEMPLATE,
+                                      "Docs/README-Relay.md": README})
+    settings = make_settings(repo, tmp_path, model_server)
+    proc = run_index(settings)
+    assert proc.returncode == 0, proc.stderr
+    sent = "\n".join(embed_inputs(model_server))
+    with sqlite3.connect(settings.index_path) as db:
+        stored = "\n".join(t for (t,) in db.execute("SELECT text || context FROM chunks"))
+        fts = "\n".join(t for (t,) in db.execute("SELECT text FROM chunks_fts"))
+        hit = db.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
+                         ('"5a7b91"',)).fetchone()[0]
+    for canary in CANARIES:
+        assert canary not in sent and canary not in stored and canary not in fts
+    assert hit == 0
+    assert "NOTIFY_API_TOKEN" in stored and MASK in stored  # the documentation still reads
+    assert "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" in stored
+    log = (settings.ai_log_dir / "ai-index.log").read_text()
+    assert "Deployment/notify.conf.template: line 5: masked a secret-looking value" in log
+    assert all(c not in log for c in CANARIES)
+    status = run_index(settings, "--status")
+    assert ("warning: Deployment/notify.conf.template: masked secret-looking values on line 5 "
+            "(NOTIFY_API_TOKEN)") in status.stdout
+    assert "warning: Docs/README-Relay.md: masked secret-looking values on lines 3, 4" \
+        in status.stdout
+    info = json.loads(run_index(settings, "--status", "--json").stdout)
+    assert {m["path"] for m in info["masked"]} == {"Deployment/notify.conf.template",
+                                                   "Docs/README-Relay.md"}
+    # A second run keeps the warning (the row is unchanged, not re-read).
+    assert run_index(settings).returncode == 0
+    assert "notify.conf.template: masked" in run_index(settings, "--status").stdout
