@@ -93,7 +93,14 @@ def token_shapes() -> re.Pattern[str]:
 
     parts = [_OWN_PREFIXED]
     for module, cls in _DETECT_SECRETS_PLUGINS:
-        plugin = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), cls)
+        try:
+            plugin = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), cls)
+        except ImportError:  # an installation older than this dependency: our prefixes only
+            import logging
+            logging.getLogger("varaverk").warning(
+                "detect-secrets is not installed: only built-in token shapes are recognised "
+                "(pip install -e . to add it)")
+            break
         # Their patterns use groups for the secret; ours only need where the match is.
         parts.extend(p.pattern for p in plugin.denylist if "PRIVATE KEY" not in p.pattern)
     return re.compile("|".join(f"(?:{p})" for p in parts))
