@@ -30,7 +30,7 @@ from varaverk.capabilities import (BugReportInvalid, CapabilityDenied, LogAccess
                                         save_bug_report)
 from varaverk.capabilities.scoped_log import log_dirs
 from varaverk.profiles import UnknownProfile, get_profile
-from varaverk_dock.errors import api_error
+from varaverk_dock.errors import BadBody, api_error, parse_json_object
 from varaverk_dock.state import dock_state
 
 log = logging.getLogger("varaverk.capabilities")
@@ -80,9 +80,10 @@ def _bad_request(exc):
 
 def _body_and_profile() -> tuple[dict, object]:
     """The JSON object body and the profile it names; raises _BadRequest for either."""
-    body = request.get_json(silent=True)
-    if not isinstance(body, dict):
-        raise _BadRequest("expected a JSON object body")
+    try:
+        body = parse_json_object()
+    except BadBody as exc:
+        raise _BadRequest(str(exc)) from None
     try:
         return body, _profile(body.get("profile"))
     except ValueError as exc:

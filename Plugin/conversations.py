@@ -39,6 +39,9 @@ log = logging.getLogger("varaverk.dock.chats")
 ROLES = ("user", "assistant")
 MAX_CONTENT_CHARS = 32_000   # one message; a longer question or answer is refused
 MAX_MESSAGES = 200           # per chat; older turns beyond this are dropped on save
+# A chat file past this cannot have been written by the dock (MAX_MESSAGES full messages,
+# every character escaped, fit well under it): it is set aside unread.
+MAX_FILE_BYTES = 64 << 20
 TITLE_CHARS = 80
 FORMAT_VERSION = 1
 STALE_TMP_SECONDS = 3600     # a save takes milliseconds: an older temporary file is debris
@@ -84,6 +87,10 @@ def validate_message(raw: object) -> dict[str, str]:
                              f"{MAX_CONTENT_CHARS}")
     if "\x00" in content:
         raise InvalidMessage("content holds a NUL character")
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError:  # "\ud800" parses as JSON but can never be saved as UTF-8
+        raise InvalidMessage("content holds a lone surrogate (not valid Unicode)") from None
     return {"role": role, "content": content}
 
 
@@ -218,13 +225,19 @@ class ChatStore:
 
         Raises CorruptChat for an unreadable file, after renaming it when ``set_aside``.
         """
+        reason = None
+        obj = None
         try:
             data = path.read_bytes()
         except FileNotFoundError:
             raise ChatNotFound(path.stem) from None
-        reason = None
-        obj = None
-        if not data:
+        except OSError as exc:  # a directory or a special file named <id>.json
+            data, reason = b"", f"not a readable file: {exc.strerror or exc}"
+        if reason is not None:
+            pass
+        elif len(data) > MAX_FILE_BYTES:
+            reason = f"{len(data)} bytes, over the {MAX_FILE_BYTES}-byte cap of a chat file"
+        elif not data:
             reason = "empty file"
         elif data.strip(b"\x00") == b"":
             reason = f"{len(data)} NUL bytes"
@@ -233,6 +246,8 @@ class ChatStore:
                 obj = json.loads(data.decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                 reason = f"not valid JSON: {exc}"
+            except RecursionError:
+                reason = "JSON nested too deeply"
             else:
                 if not isinstance(obj, dict) or not isinstance(obj.get("messages"), list):
                     reason = "not a chat object with a messages list"
