@@ -57,6 +57,16 @@ def _param_state(expr: str, env: dict[str, str]) -> tuple[str, str, str]:
     return name, state, "known"
 
 
+def _substitution_end(raw: str, i: int) -> int | None:
+    """The index past the command substitution starting at ``raw[i]``, or None if none does."""
+    if raw.startswith("$(", i):
+        return skip_balanced(raw, i + 1, "(", ")")
+    if raw.startswith("`", i):
+        j = raw.find("`", i + 1)
+        return len(raw) if j < 0 else j + 1
+    return None
+
+
 def resolve(raw: str, env: dict[str, str]) -> Resolved:
     """Expand a word as written (``raw``) against what is known of its variables."""
     full: list[str] = []
@@ -82,15 +92,15 @@ def resolve(raw: str, env: dict[str, str]) -> Resolved:
             quote = "" if quote else c
             i += 1
             continue
+        j = _substitution_end(raw, i) if quote != "'" else None
+        if j is not None:  # $(...) or `...`: its output is unknown and may be empty
+            full.append("\x01$()\x01" if c == "$" else "\x01``\x01")
+            maybe.append(raw[i:j])
+            if not quote:
+                unquoted.append(raw[i:j])
+            i = j
+            continue
         if c == "$" and quote != "'":
-            if raw.startswith("$(", i):
-                j = skip_balanced(raw, i + 1, "(", ")")
-                full.append("\x01$()\x01")
-                maybe.append(raw[i:j])
-                if not quote:
-                    unquoted.append(raw[i:j])
-                i = j
-                continue
             m = _PARAM_RE.match(raw, i)
             if m:
                 name, value, state = _param_state(m.group("braced") or m.group("name") or "", env)
@@ -103,15 +113,6 @@ def resolve(raw: str, env: dict[str, str]) -> Resolved:
                     empty.append(value)
                 i = m.end()
                 continue
-        if c == "`" and quote != "'":
-            j = raw.find("`", i + 1)
-            j = n if j < 0 else j + 1
-            full.append("\x01``\x01")
-            maybe.append(raw[i:j])
-            if not quote:
-                unquoted.append(raw[i:j])
-            i = j
-            continue
         full.append(c)
         empty.append(c)
         i += 1
