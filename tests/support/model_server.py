@@ -455,17 +455,32 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(200, {"embedding": [3.0 * x for x in embed_vector(prompt, srv.dim_for(model))]})
 
-    def api_chat(self, body) -> None:
+    def _chat_turn(self, body, openai: bool) -> tuple[str, list[tuple[str, str]], int] | None:
+        """``(model, deltas, prompt_tokens)`` of a chat request; None when it was answered
+        already (an unknown model, or a scripted raw stream)."""
         srv = self.model_server
         model = str(body.get("model", ""))
-        if self._unknown_model(model, openai=False):
-            return
+        if self._unknown_model(model, openai=openai):
+            return None
         messages = body.get("messages") or []
         if srv.raw_chat_chunks is not None:
-            self._raw_stream("application/x-ndjson")
-            return
-        deltas = srv._chat_deltas(messages)
+            self._raw_stream("text/event-stream" if openai else "application/x-ndjson")
+            return None
         prompt_tokens = sum(len(WORD.findall(str(m.get("content") or ""))) for m in messages)
+        return model, srv._chat_deltas(messages), prompt_tokens
+
+    @staticmethod
+    def _joined(deltas: list[tuple[str, str]]) -> tuple[str, str]:
+        """The whole ``(content, thinking)`` of a reply that is not streamed."""
+        return ("".join(t for kind, t in deltas if kind == "content"),
+                "".join(t for kind, t in deltas if kind == "thinking"))
+
+    def api_chat(self, body) -> None:
+        srv = self.model_server
+        turn = self._chat_turn(body, openai=False)
+        if turn is None:
+            return
+        model, deltas, prompt_tokens = turn
         final: dict[str, Any] = {
             "model": model, "created_at": srv._now(),
             "message": {"role": "assistant", "content": ""}, "done": True,
@@ -484,8 +499,7 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 final[key] = value
         if body.get("stream") is False:
-            content = "".join(t for kind, t in deltas if kind == "content")
-            thinking = "".join(t for kind, t in deltas if kind == "thinking")
+            content, thinking = self._joined(deltas)
             final["message"] = {"role": "assistant", "content": content}
             if thinking:
                 final["message"]["thinking"] = thinking
@@ -563,15 +577,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def v1_chat(self, body) -> None:
         srv = self.model_server
-        model = str(body.get("model", ""))
-        if self._unknown_model(model, openai=True):
+        turn = self._chat_turn(body, openai=True)
+        if turn is None:
             return
-        messages = body.get("messages") or []
-        if srv.raw_chat_chunks is not None:
-            self._raw_stream("text/event-stream")
-            return
-        deltas = srv._chat_deltas(messages)
-        prompt_tokens = sum(len(WORD.findall(str(m.get("content") or ""))) for m in messages)
+        model, deltas, prompt_tokens = turn
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(deltas),
                  "total_tokens": prompt_tokens + len(deltas)}
         finish = srv.done_reason
@@ -579,8 +588,7 @@ class _Handler(BaseHTTPRequestHandler):
         base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": created,
                 "model": model}
         if not body.get("stream"):
-            content = "".join(t for kind, t in deltas if kind == "content")
-            thinking = "".join(t for kind, t in deltas if kind == "thinking")
+            content, thinking = self._joined(deltas)
             message = {"role": "assistant", "content": content}
             if thinking:
                 message["reasoning_content"] = thinking
