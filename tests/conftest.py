@@ -10,6 +10,16 @@ import pytest
 from tests.support.repos import make_harborlab
 
 
+@pytest.fixture(autouse=True)
+def _forget_hosts():
+    """Every test chooses its Ollama host afresh: the choice is remembered per process, and
+    each test's model server listens on a port of its own."""
+    from varaverk import modelservers
+    modelservers.forget()
+    yield
+    modelservers.forget()
+
+
 @pytest.fixture(scope="session")
 def harborlab_pristine(tmp_path_factory) -> Path:
     """One harborlab repository per session; copy it (``harborlab``) before changing it."""

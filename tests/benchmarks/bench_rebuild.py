@@ -23,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+from tests.support.environ import environ_without_ai
 from tests.support.repos import make_harborlab
 from varaverk import indexer, sources
 from varaverk.chunking import chunk_document
@@ -86,7 +87,7 @@ def main() -> int:
         share = best.timings.get("embed", 0.0) / max(best.seconds, 1e-9)
         print(f"raw / rebuild = {raw / rebuild:.3f} wall, {min(raw_cpu) / min(rebuild_cpu):.3f} CPU; "
               f"embedding is {share:.1%} of the rebuild (target >= 90%)")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AI_")}
+        env = environ_without_ai()
         env.update(AI_ENABLED="true", AI_REPO_ROOT=str(repo), AI_DATA_DIR=str(tmp / "data"),
                    AI_LOG_DIR=str(tmp / "log"), AI_EMBED_BACKEND="local")
         t0 = time.perf_counter()

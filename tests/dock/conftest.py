@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.environ import environ_without_ai, write_master_conf
 from tests.support.model_server import ModelServer
 from varaverk.config import Settings
 
@@ -145,13 +146,11 @@ class RunningDock:
 
 def write_conf(path: Path, settings: Settings) -> Path:
     """A master.conf holding every AI_* value of ``settings`` (secrets included, for tests)."""
-    lines = []
-    for key, value in settings.redacted().items():
-        if key in ("AI_DOCK_TOKEN", "AI_OPENAI_API_KEY", "AI_FLEET_TOKEN"):
-            value = getattr(settings, key.lower())
-        lines.append(f"{key}={json.dumps(str(value))}")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    values = settings.redacted()
+    for key in ("AI_DOCK_TOKEN", "AI_OPENAI_API_KEY", "AI_FLEET_TOKEN"):
+        if key in values:
+            values[key] = getattr(settings, key.lower())
+    return write_master_conf(path, values)
 
 
 def start_dock(settings: Settings, tmp_path: Path, workers: int = 2) -> RunningDock:
@@ -159,7 +158,7 @@ def start_dock(settings: Settings, tmp_path: Path, workers: int = 2) -> RunningD
     port = free_port()
     settings = settings.replace(ai_dock_bind=f"127.0.0.1:{port}", ai_dock_workers=workers)
     conf = write_conf(tmp_path / "master.conf", settings)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AI_")}
+    env = environ_without_ai()
     log_file = tmp_path / "dock.out"
     out = open(log_file, "wb")
     process = subprocess.Popen(

@@ -4,6 +4,7 @@ HTTP server in a thread."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,14 @@ from varaverk.config import Settings
 from varaverk_dock.app import create_app
 
 FLEET_TOKEN = "fleet-read-token-for-tests"
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """No AI_* key of the developer's environment reaches an entry point run in-process."""
+    for key in list(os.environ):
+        if key.startswith("AI_"):
+            monkeypatch.delenv(key)
 
 
 @pytest.fixture(autouse=True)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 
 import pytest
 
+from tests.support.environ import write_master_conf
 from varaverk import ledger
 from varaverk.ledger import LedgerRow
 from varaverk_tools import ai_token_sync as sync
@@ -207,16 +207,7 @@ def _conf(tmp_path, settings, **extra) -> str:
               "AI_FLEET_TOKEN": settings.ai_fleet_token, "AI_HOSTS_CONF": settings.ai_hosts_conf,
               "AI_TOKEN_CACHE_DIR": settings.ai_token_cache_dir, "AI_HTTP_TIMEOUT": "10"}
     values.update(extra)
-    path = tmp_path / "master.conf"
-    path.write_text("".join(f'{k}="{v}"\n' for k, v in values.items()))
-    return str(path)
-
-
-@pytest.fixture
-def clean_env(monkeypatch):
-    for key in list(os.environ):
-        if key.startswith("AI_"):
-            monkeypatch.delenv(key)
+    return str(write_master_conf(tmp_path / "master.conf", values))
 
 
 def test_main_syncs_and_exits_0_with_a_partner_down(fleet, tmp_path, clean_env, capsys):

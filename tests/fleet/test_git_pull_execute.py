@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 
 import pytest
 
+from tests.support.environ import write_master_conf
 from tests.support.repos import git, make_repo
 from varaverk.config import Settings
 from varaverk_tools import git_pull_execute as gpe
@@ -140,16 +140,7 @@ def test_no_upstream_and_not_a_repo(tmp_path):
 def _conf(tmp_path, local, **extra) -> str:
     values = {"AI_ENABLED": "true", "AI_INDEX_ON_PULL": "true", "AI_REPO_ROOT": local,
               "AI_DATA_DIR": tmp_path / "data", "AI_LOG_DIR": tmp_path / "log", **extra}
-    path = tmp_path / "master.conf"
-    path.write_text("".join(f'{k}="{v}"\n' for k, v in values.items()))
-    return str(path)
-
-
-@pytest.fixture
-def clean_env(monkeypatch):
-    for key in list(os.environ):
-        if key.startswith("AI_"):
-            monkeypatch.delenv(key)
+    return str(write_master_conf(tmp_path / "master.conf", values))
 
 
 def test_main_exit_codes(tmp_path, remote, clean_env):

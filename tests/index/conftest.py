@@ -3,26 +3,15 @@ the ``ai-index`` entry point as a real subprocess."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
+from tests.support.environ import environ_without_ai
 from varaverk.config import Settings
 
 MAIN = Path(__file__).resolve().parents[2]
 ENTRY = MAIN / "AI" / "ai_index.py"
-
-
-@pytest.fixture(autouse=True)
-def _forget_hosts():
-    """Each test starts without a remembered Ollama host (the fake server's port changes)."""
-    from varaverk import modelservers
-    modelservers.forget()
-    yield
-    modelservers.forget()
 
 
 def make_settings(repo: Path, tmp_path: Path, server=None, **changes) -> Settings:
@@ -38,7 +27,7 @@ def make_settings(repo: Path, tmp_path: Path, server=None, **changes) -> Setting
 
 def cli_env(settings: Settings, **extra: str) -> dict[str, str]:
     """The environment that makes a subprocess load exactly ``settings``' index-related keys."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AI_")}
+    env = environ_without_ai()
     env.update({
         "AI_ENABLED": "true" if settings.ai_enabled else "false",
         "AI_REPO_ROOT": str(settings.ai_repo_root),

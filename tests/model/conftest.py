@@ -6,16 +6,6 @@ import socket
 
 import pytest
 
-from varaverk import modelservers
-
-
-@pytest.fixture(autouse=True)
-def _fresh_host_choice():
-    """Every test chooses its Ollama host afresh (the choice is remembered per process)."""
-    modelservers.forget()
-    yield
-    modelservers.forget()
-
 
 @pytest.fixture
 def dead_url() -> str:

@@ -10,15 +10,6 @@ import pytest
 from varaverk.config import Settings
 
 
-@pytest.fixture(autouse=True)
-def _forget_hosts():
-    """Each test starts without a remembered Ollama host (the fake server's port changes)."""
-    from varaverk import modelservers
-    modelservers.forget()
-    yield
-    modelservers.forget()
-
-
 def query_settings(repo: Path, data: Path, server=None, **changes) -> Settings:
     """Settings reading the index in ``data``; generation on ``server`` (Ollama) when given,
     else on a closed port (nothing reachable)."""

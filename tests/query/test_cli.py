@@ -4,7 +4,6 @@ real model server on 127.0.0.1."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.query.conftest import query_settings
+from tests.support.environ import environ_without_ai
 
 MAIN = Path(__file__).resolve().parents[2]
 ENTRY = MAIN / "AI" / "ai_query.py"
@@ -21,7 +21,7 @@ RESULT_KEYS = {"path": str, "kind": str, "section": str, "title": str, "start_li
 
 
 def run(settings, *args, enabled=True, timeout=300):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AI_")}
+    env = environ_without_ai()
     env.update({
         "AI_ENABLED": "true" if enabled else "false",
         "AI_REPO_ROOT": str(settings.ai_repo_root),
@@ -175,7 +175,7 @@ def test_history_file(served, model_server, tmp_path):
 
 def test_search_with_ai_disabled_never_contacts_a_remote_embedder(hl_settings, model_server):
     env_settings = hl_settings.replace(ai_ollama_hosts=(model_server.base_url,))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AI_")}
+    env = environ_without_ai()
     env.update({"AI_ENABLED": "false", "AI_REPO_ROOT": str(env_settings.ai_repo_root),
                 "AI_DATA_DIR": str(env_settings.ai_data_dir), "AI_EMBED_BACKEND": "ollama",
                 "AI_EMBED_MODEL": "all-minilm", "AI_OLLAMA_HOSTS": model_server.base_url})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.query.conftest import query_settings
+from tests.support.environ import environ_without_ai
 from varaverk.answer import TurnEvent, TurnRequest, run_turn
 
 MOVER = "what stops rsync and the mover running at once"
@@ -163,12 +164,11 @@ def test_turn_request_from_dict_validates():
 
 def test_worker_cli_reads_a_request_and_writes_ndjson(settings, model_server, tmp_path):
     import json
-    import os
     import subprocess
     import sys
     from pathlib import Path
     model_server.script(content=["Held."])
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AI_")}
+    env = environ_without_ai()
     env.update({"AI_ENABLED": "true", "AI_REPO_ROOT": str(settings.ai_repo_root),
                 "AI_DATA_DIR": str(settings.ai_data_dir), "AI_LOG_DIR": str(tmp_path / "log"),
                 "AI_GEN_BACKEND": "ollama", "AI_GEN_MODEL": "m",
