@@ -20,7 +20,7 @@ ROW = LedgerRow("2025-01-02", "10:15:00", "hostA", "varaverk", "webgui", 812, 45
 @pytest.fixture
 def make_client(tmp_path):
     def make(token: str = TOKEN):
-        settings = Settings(ai_repo_root=tmp_path, ai_data_dir=tmp_path / "data",
+        settings = Settings(ai_enabled=True, ai_repo_root=tmp_path, ai_data_dir=tmp_path / "data",
                             ai_log_dir=tmp_path / "log", ai_host_name="hostA",
                             ai_fleet_token=token, ai_token_cache_dir=tmp_path / "cache")
         return create_app(settings).test_client(), settings
@@ -96,7 +96,7 @@ def test_only_get(make_client):
 
 
 def test_a_dock_serving_the_network_lets_partners_in_with_the_fleet_token_only(tmp_path):
-    settings = Settings(ai_repo_root=tmp_path, ai_data_dir=tmp_path / "data",
+    settings = Settings(ai_enabled=True, ai_repo_root=tmp_path, ai_data_dir=tmp_path / "data",
                         ai_log_dir=tmp_path / "log", ai_host_name="hostA",
                         ai_dock_bind="0.0.0.0:8470", ai_dock_token="dock-token-456",
                         ai_fleet_token=TOKEN)
