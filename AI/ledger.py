@@ -56,14 +56,19 @@ NOT_COLLECTED = "not collected here"
 
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TIME_RE = re.compile(r"\d{2}:\d{2}:\d{2}")
+# Field bounds: a partner's ledger is untrusted input, and Python refuses to turn more than
+# 4,300 digits into an int (or back into text), which broke the sync and /api/tokens.
+MAX_COUNT_DIGITS = 12    # a trillion tokens in one completion is already impossible
+MAX_NAME_CHARS = 100
 _INT_RE = re.compile(r"\d+")
-_FLOAT_RE = re.compile(r"\d+(\.\d+)?")
+_FLOAT_RE = re.compile(r"\d{1,9}(\.\d{1,6})?")
 _SLOT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
-_NAME = r"([^|\x00-\x1f\x7f]+)"
+_NAME = r"([^|\x00-\x1f\x7f]{1,%d})" % MAX_NAME_CHARS
 # The whole well-formed line in one match: the reader's fast path (a ledger is mostly good lines).
 _LINE_RE = re.compile(r"(\d{4}-\d{2}-\d{2})\|(\d{2}:\d{2}:\d{2})\|" + _NAME + r"\|" + _NAME
-                      + r"\|" + _NAME + r"\|(\d*)\|(\d*)\|(\d+(?:\.\d+)?|)")
+                      + r"\|" + _NAME + r"\|(\d{0,%d})\|(\d{0,%d})\|(\d{1,9}(?:\.\d{1,6})?|)"
+                      % (MAX_COUNT_DIGITS, MAX_COUNT_DIGITS))
 
 
 class LedgerError(ValueError):
@@ -102,23 +107,33 @@ class LedgerRow:
 
 # ── formatting and parsing ──────────────────────────────────────────────────────────────────
 
+def _shown(value: str) -> str:
+    """``value`` for an error message: repr, cut to 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:36]}... ({len(str(value))} characters)"
+
+
 def _check_name(name: str, what: str) -> str:
     if not isinstance(name, str) or not name:
-        raise LedgerError(f"{what}: must be a non-empty string, got {name!r}")
+        raise LedgerError(f"{what}: must be a non-empty string, got {_shown(name)}")
+    if len(name) > MAX_NAME_CHARS:
+        raise LedgerError(f"{what}: longer than {MAX_NAME_CHARS} characters, "
+                          f"got {_shown(name)}")
     if SEPARATOR in name:
-        raise LedgerError(f"{what}: must not contain '|', got {name!r}")
+        raise LedgerError(f"{what}: must not contain '|', got {_shown(name)}")
     if _CONTROL_RE.search(name):
         raise LedgerError(f"{what}: must not contain a newline or control character, "
-                          f"got {name!r}")
+                          f"got {_shown(name)}")
     if name != name.strip():
-        raise LedgerError(f"{what}: must not start or end with white space, got {name!r}")
+        raise LedgerError(f"{what}: must not start or end with white space, "
+                          f"got {_shown(name)}")
     return name
 
 
 @functools.lru_cache(maxsize=4096)  # a ledger repeats its dates: parse each once per process
 def _check_date(value: str) -> str:
     if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
-        raise LedgerError(f"date: expected YYYY-MM-DD, got {value!r}")
+        raise LedgerError(f"date: expected YYYY-MM-DD, got {_shown(value)}")
     try:
         dt.date.fromisoformat(value)
     except ValueError:
@@ -128,7 +143,7 @@ def _check_date(value: str) -> str:
 
 def _check_time(value: str) -> str:
     if not isinstance(value, str) or not _TIME_RE.fullmatch(value):
-        raise LedgerError(f"time: expected HH:MM:SS, got {value!r}")
+        raise LedgerError(f"time: expected HH:MM:SS, got {_shown(value)}")
     try:
         dt.time.fromisoformat(value)
     except ValueError:
@@ -141,6 +156,8 @@ def _format_count(value: int | None, what: str) -> str:
         return ""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise LedgerError(f"{what}: expected a whole number >= 0 or None, got {value!r}")
+    if value >= 10 ** MAX_COUNT_DIGITS:
+        raise LedgerError(f"{what}: more than {MAX_COUNT_DIGITS} digits")
     return str(value)
 
 
@@ -179,7 +196,9 @@ def _parse_count(value: str, what: str) -> int | None:
     if value == "":
         return None
     if not _INT_RE.fullmatch(value):
-        raise LedgerError(f"{what}: expected a whole number or empty, got {value!r}")
+        raise LedgerError(f"{what}: expected a whole number or empty, got {_shown(value)}")
+    if len(value) > MAX_COUNT_DIGITS:
+        raise LedgerError(f"{what}: {len(value)} digits, more than {MAX_COUNT_DIGITS}")
     return int(value)
 
 
@@ -187,7 +206,8 @@ def _parse_tok_s(value: str) -> float | None:
     if value == "":
         return None
     if not _FLOAT_RE.fullmatch(value):
-        raise LedgerError(f"tok_s: expected a number or empty, got {value!r}")
+        raise LedgerError(f"tok_s: expected a number of at most 9 digits (and 6 decimals) or "
+                          f"empty, got {_shown(value)}")
     return float(value)
 
 

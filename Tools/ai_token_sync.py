@@ -54,6 +54,14 @@
 #     empty, holds at least one well-formed ledger line. An HTML error page from a proxy, a
 #     login page or a truncated transfer never replaces a good copy. Malformed lines inside an
 #     accepted ledger are kept and skipped at read time, each reported with its line number.
+#   Deadline Per Partner
+#     Each pull (connect, headers, body) must finish within AI_HTTP_TIMEOUT (at most 30 s) in
+#     total, not per read: a partner trickling one byte every few seconds is cut off at the
+#     deadline, its cached copy left alone, and the next partner is synced.
+#   Bounded Fields
+#     Token counts of more than 12 digits, names longer than 100 characters and other bad
+#     lines are skipped and counted, so a hostile ledger can neither crash the run nor be
+#     cached in a shape that breaks the totals later.
 #   Atomic Cache Writes
 #     The cache file is written to a temporary file in the same folder, fsynced and renamed
 #     over the old one, so the dock never reads a half-written partner ledger.
@@ -106,8 +114,10 @@ import argparse
 import json
 import logging
 import os
+import socket
 import stat
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,6 +144,10 @@ UPDATED, UNCHANGED, UNREACHABLE, FAILED = "updated", "unchanged", "unreachable",
 
 class InvalidLedger(ValueError):
     """A partner's 200 answer that must not replace the cached copy."""
+
+
+class PullTimeout(InvalidLedger):
+    """The partner did not deliver its whole answer within the pull's deadline."""
 
 
 @dataclass
@@ -201,17 +215,59 @@ def validate_ledger(data: bytes, content_type: str, slot: str) -> list[str]:
     return problems
 
 
-def _fetch(client: httpx.Client, url: str, headers: dict[str, str]
-           ) -> tuple[int, httpx.Headers, bytes]:
-    """GET ``url``; returns status, headers and body, read in pieces and capped at 64 MiB."""
+def _read_answer(client: httpx.Client, url: str, headers: dict[str, str], state: dict
+                 ) -> tuple[int, httpx.Headers, bytes]:
     with client.stream("GET", url, headers=headers) as response:
+        stream = response.extensions.get("network_stream")
+        state["socket"] = stream.get_extra_info("socket") if stream is not None else None
         chunks, size = [], 0
         for chunk in response.iter_bytes():
+            if state.get("abandoned"):
+                raise PullTimeout("abandoned")
             size += len(chunk)
             if size > MAX_LEDGER_BYTES:
                 raise InvalidLedger(f"answer larger than {MAX_LEDGER_BYTES} bytes")
             chunks.append(chunk)
         return response.status_code, response.headers, b"".join(chunks)
+
+
+def _fetch(client: httpx.Client, url: str, headers: dict[str, str], deadline: float
+           ) -> tuple[int, httpx.Headers, bytes]:
+    """GET ``url``; returns status, headers and body, read in pieces and capped at 64 MiB.
+
+    The whole pull (connect, headers, body) must end within ``deadline`` seconds: httpx's
+    timeouts bound each read, so a partner sending one byte a second would otherwise hold
+    the run (and its lock) for as long as it likes. The pull runs in a daemon thread; past
+    the deadline its socket is shut down and PullTimeout is raised.
+    """
+    state: dict = {}
+
+    def pull() -> None:
+        try:
+            state["answer"] = _read_answer(client, url, headers, state)
+        except BaseException as exc:  # handed to the caller below
+            state["error"] = exc
+
+    worker = threading.Thread(target=pull, name=f"pull {url}", daemon=True)
+    worker.start()
+    worker.join(deadline)
+    if worker.is_alive():
+        state["abandoned"] = True
+        sock = state.get("socket")
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked read
+            except OSError:
+                pass
+        raise PullTimeout(f"no complete answer within {deadline:g} s (AI_HTTP_TIMEOUT)")
+    if "error" in state:
+        raise state["error"]
+    return state["answer"]
+
+
+def pull_deadline(settings: Settings) -> float:
+    """Seconds one partner's whole pull may take: AI_HTTP_TIMEOUT, at most 30."""
+    return min(settings.ai_http_timeout, MAX_REQUEST_TIMEOUT)
 
 
 def sync_partner(client: httpx.Client, slot: str, base_url: str, settings: Settings,
@@ -226,7 +282,7 @@ def sync_partner(client: httpx.Client, slot: str, base_url: str, settings: Setti
     headers = {"Authorization": f"Bearer {settings.ai_fleet_token}", **_load_validators(
         cache_file, url)}
     try:
-        status, response_headers, data = _fetch(client, url, headers)
+        status, response_headers, data = _fetch(client, url, headers, pull_deadline(settings))
     except httpx.TransportError as exc:
         return UNREACHABLE, f"{url} unreachable ({type(exc).__name__}); cached copy left alone"
     except InvalidLedger as exc:
@@ -276,8 +332,8 @@ def sync_all(settings: Settings, slots: list[str] | None = None,
     cache_dir = ensure_cache_dir(settings.ai_token_cache_dir)
     own_client = client is None
     if own_client:
-        timeout = httpx.Timeout(min(settings.ai_http_timeout, MAX_REQUEST_TIMEOUT),
-                                connect=CONNECT_TIMEOUT)
+        deadline = pull_deadline(settings)
+        timeout = httpx.Timeout(deadline, connect=min(CONNECT_TIMEOUT, deadline))
         client = httpx.Client(timeout=timeout, follow_redirects=False)
     try:
         for slot, url in partners.items():

@@ -1,0 +1,126 @@
+"""Hostile partners for ai-token-sync: one that trickles a byte every 2 s is cut off at the
+deadline while the next partner is still synced; oversized fields are skipped and counted,
+never cached in a shape that breaks /api/tokens or --totals-only."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from tests.fleet.conftest import _restore_logging, clean_env, fleet  # noqa: F401
+from tests.fleet.test_fleet_sync import _add, _conf
+from varaverk import ledger
+from varaverk_tools import ai_token_sync as sync
+from varaverk_dock.app import create_app
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+class Trickler:
+    """A raw HTTP server on 127.0.0.1 that answers 200 and then one byte every ``every`` s
+    (``headers_too``: even the status line and headers a byte at a time)."""
+
+    def __init__(self, every: float = 2.0, headers_too: bool = False):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.every, self.headers_too = every, headers_too
+        self.stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn) -> None:
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\n")
+        body = b"2026-01-01|10:00:00|slow|chat|cli|1|1|1.0\n" * 3000
+        try:
+            conn.recv(65536)
+            if not self.headers_too:
+                conn.sendall(head)
+                head = b""
+            for byte in head + body:
+                if self.stop.is_set():
+                    break
+                conn.sendall(bytes([byte]))
+                time.sleep(self.every)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+@pytest.mark.parametrize("headers_too", [False, True])
+def test_trickling_partner_is_cut_at_the_deadline_and_the_next_is_synced(
+        fleet, tmp_path, clean_env, headers_too):  # noqa: F811
+    a, b = fleet["hostA"], fleet["hostB"]
+    _add(b, 2)
+    slow = Trickler(every=2.0, headers_too=headers_too)
+    try:
+        a.settings.ai_hosts_conf.write_text(f'aslow="{slow.url}"\nhostB="{b.url}"\n')
+        conf = _conf(tmp_path, a.settings, AI_HTTP_TIMEOUT="5")
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "varaverk_tools.ai_token_sync", "--config", conf],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        elapsed = time.monotonic() - started
+    finally:
+        slow.close()
+    print(f"trickling partner (headers_too={headers_too}): run ended in {elapsed:.1f} s "
+          f"with AI_HTTP_TIMEOUT=5")
+    assert proc.returncode == 1, proc.stderr  # one partner failed
+    assert "no complete answer within 5 s" in proc.stderr
+    assert ledger.cache_path(a.settings.ai_token_cache_dir, "hostB").is_file()
+    assert not ledger.cache_path(a.settings.ai_token_cache_dir, "aslow").exists()
+    # Only generous bounds here (no timing test): the run is not held for minutes.
+    assert elapsed < 30
+
+
+HUGE_5000 = "9" * 5000
+HUGE_4300 = "9" * 4300
+
+
+def test_oversized_fields_are_skipped_and_counted(fleet, tmp_path, clean_env, capsys):  # noqa: F811
+    a, b = fleet["hostA"], fleet["hostB"]
+    _add(b, 2)
+    with open(b.ledger, "a") as fh:
+        fh.write(f"2026-01-01|10:00:00|hostB|chat|cli|{HUGE_5000}|1|1.0\n")
+        fh.write(f"2026-01-01|10:00:00|hostB|chat|cli|{HUGE_4300}|1|1.0\n")
+        fh.write(f"2026-01-01|10:00:00|hostB|chat|cli|1|1|{HUGE_4300}.5\n")
+        fh.write(f"2026-01-01|10:00:00|{'h' * 5000}|chat|cli|1|1|1.0\n")
+    conf = _conf(tmp_path, a.settings)
+    assert sync.main(["--config", conf]) == 0
+    cached = ledger.cache_path(a.settings.ai_token_cache_dir, "hostB")
+    rows, problems = ledger.read_rows(cached)
+    assert len(rows) == 2 and len(problems) == 4
+    assert any("prompt_tokens: 5000 digits, more than 12" in p for p in problems)
+    assert all(len(p) < 300 for p in problems)  # the message does not echo the field
+    assert sync.main(["--config", conf, "--totals-only"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped:" in out and HUGE_4300 not in out
+    resp = create_app(a.settings).test_client().get("/api/tokens")
+    assert resp.status_code == 200
+    assert HUGE_4300 not in resp.get_data(as_text=True)
+
+
+def test_writer_refuses_a_count_it_could_not_read_back():
+    row = ledger.LedgerRow("2026-01-01", "10:00:00", "h", "chat", "cli", 10 ** 12, 1, 1.0)
+    with pytest.raises(ledger.LedgerError, match="more than 12 digits"):
+        ledger.format_row(row)
