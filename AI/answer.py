@@ -135,10 +135,18 @@ class _Turn:
                                      "confident": self.confident,
                                      "results": [h.as_dict() for h in self.hits]})
 
+    @property
+    def index_head(self) -> str | None:
+        """The HEAD commit the searched index was built at (None: no search, or unknown)."""
+        if not self.answers_from_docs or self.retriever is None:
+            return None
+        return self.retriever.index.meta().get("head") or None
+
     def done_event(self, **data) -> TurnEvent:
         self.timings["total_s"] = self.elapsed()
-        return TurnEvent("done", {"sources": self.sources, "timings": self.timings,
-                                  "profile": self.profile.name, "query": self.query, **data})
+        return TurnEvent("done", {"sources": self.sources, "index_head": self.index_head,
+                                  "timings": self.timings, "profile": self.profile.name,
+                                  "query": self.query, **data})
 
 
 def run_turn(request: TurnRequest, settings, *, retriever=None, chat_client=None,

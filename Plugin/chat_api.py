@@ -5,7 +5,8 @@
                                  of turn events, one JSON object a line: {"type", "data"}
     GET    /api/chats            {"chats": [summary...], "problems": [...]} newest first
     POST   /api/chats            {"messages": [...]} → a new chat (an import), every message checked
-    GET    /api/chats/<id>       {"chat": summary, "messages": [{"role","content","html"}]}
+    GET    /api/chats/<id>       {"chat": summary, "messages": [{"role","content","html"}]};
+                                 an answer also has "sources" and "index_head", its record
     DELETE /api/chats/<id>       204
 
 The dock does not retrieve, prompt or generate itself: ``/api/ask`` runs the answer pipeline
@@ -101,7 +102,7 @@ def ask():
         if not isinstance(chat_id, str) or not security.valid_chat_id(chat_id):
             return api_error(400, "malformed chat_id")
         try:
-            history = state.store.load(chat_id).messages
+            history = state.store.load(chat_id).history()  # never the stored sources
         except ChatNotFound:
             return api_error(404, f"no chat {chat_id}")
         except CorruptChat as exc:
@@ -162,7 +163,9 @@ def _save_turn(state: DockState, chat_id: str | None, question: str, done: dict,
     if not isinstance(answer, str):
         return None
     try:
-        chat = state.store.append_turn(chat_id, question, answer, profile)
+        chat = state.store.append_turn(chat_id, question, answer, profile,
+                                       sources=done.get("sources"),
+                                       index_head=done.get("index_head"))
     except (InvalidMessage, ChatNotFound, CorruptChat, OSError) as exc:
         log.warning("ask: the completed turn was not saved: %s", exc)
         return {"chat_id": chat_id, "title": None, "error": f"not saved: {exc}"}

@@ -3,8 +3,12 @@
 A stored chat is replayed into later prompts, so it is untrusted input every time it is read:
 each message is re-validated on the way in, from the browser and from disk (role ``user`` or
 ``assistant``, content a string of at most ``MAX_CONTENT_CHARS``); anything else is rejected
-and logged, never passed on. Only the plain turns are stored: sources, reasoning and timings
-are not, so a reopened chat renders as plain turns.
+and logged, never passed on. An assistant message also keeps the sources its answer cited, as a
+record (``sources``: citation, path, section, title, line range, score; ``index_head``: the
+index's HEAD commit then), re-validated the same way, so a reopened answer can still be checked;
+a bad record is dropped on load and the answer kept. Only ``Chat.history()`` (role and content)
+is ever replayed into a prompt: sources are shown, never sent. Reasoning and timings are not
+stored.
 
 Files are written atomically (B29): a temporary file in the same folder, write, flush,
 ``os.fsync``, ``os.replace``, then the folder is synced. A process killed at any moment leaves
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import secrets as _random
@@ -42,6 +47,10 @@ MAX_MESSAGES = 200           # per chat; older turns beyond this are dropped on 
 # A chat file past this cannot have been written by the dock (MAX_MESSAGES full messages,
 # every character escaped, fit well under it): it is set aside unread.
 MAX_FILE_BYTES = 64 << 20
+MAX_SOURCES = 50             # per answer; a retrieval keeps far fewer
+MAX_LABEL_CHARS = 1000       # a source's citation, path, section or title
+SOURCE_TEXT_FIELDS = ("citation", "path", "section", "title")
+_HEAD = re.compile(r"[0-9a-f]{7,64}")
 TITLE_CHARS = 80
 FORMAT_VERSION = 1
 STALE_TMP_SECONDS = 3600     # a save takes milliseconds: an older temporary file is debris
@@ -49,7 +58,8 @@ _TS_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 class InvalidMessage(ValueError):
-    """A message that is not ``{"role": "user"|"assistant", "content": str}`` within the cap."""
+    """A message that is not ``{"role": "user"|"assistant", "content": str}`` within the cap,
+    or whose sources record is malformed."""
 
 
 class ChatNotFound(KeyError):
@@ -60,18 +70,71 @@ class CorruptChat(ValueError):
     """The chat's file could not be read; it has been set aside (``str`` says where)."""
 
 
-def validate_message(raw: object) -> dict[str, str]:
-    """One message, checked and reduced to ``{"role", "content"}``.
+def _valid_source(raw: object) -> dict:
+    if not isinstance(raw, dict):
+        raise InvalidMessage(f"a source is a {type(raw).__name__}, not an object")
+    out: dict = {}
+    for key in SOURCE_TEXT_FIELDS:
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, str) or len(value) > MAX_LABEL_CHARS
+                                  or "\x00" in value):
+            raise InvalidMessage(f"source {key} is not a string of at most {MAX_LABEL_CHARS}")
+        if value is not None and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:  # a path git listed in bytes that are not UTF-8
+                raise InvalidMessage(f"source {key} is not valid Unicode") from None
+        out[key] = value
+    if not out["path"]:
+        raise InvalidMessage("a source has no path")
+    lines = (raw.get("start_line"), raw.get("end_line"))
+    if not all(type(n) is int for n in lines) or not 1 <= lines[0] <= lines[1]:
+        raise InvalidMessage(f"source line range {lines!r} is not 1 <= start <= end")
+    out["start_line"], out["end_line"] = lines
+    score = raw.get("score")
+    if type(score) not in (int, float) or not math.isfinite(score):
+        raise InvalidMessage("source score is not a finite number")
+    out["score"] = float(score)
+    return out
+
+
+def validate_sources(sources: object, index_head: object) -> dict:
+    """An answer's sources record, checked and reduced to known fields.
+
+    Args:
+        sources: a list of at most MAX_SOURCES objects, each ``{"citation", "path", "section",
+            "title", "start_line", "end_line", "score"}`` (citation, section, title may be
+            null; lines 1-based, inclusive; score a finite number); extra keys are dropped.
+        index_head: the index's HEAD commit when the answer was given (hex), or None.
+
+    Returns:
+        ``{"sources": [...], "index_head": str | None}``.
+
+    Raises:
+        InvalidMessage: naming the first thing wrong.
+    """
+    if not isinstance(sources, list) or len(sources) > MAX_SOURCES:
+        raise InvalidMessage(f"sources must be a list of at most {MAX_SOURCES}")
+    if index_head is not None and not (isinstance(index_head, str)
+                                       and _HEAD.fullmatch(index_head)):
+        raise InvalidMessage("index_head is not a commit id")
+    return {"sources": [_valid_source(s) for s in sources], "index_head": index_head}
+
+
+def validate_message(raw: object) -> dict:
+    """One message, checked and reduced to ``{"role", "content"}``, plus an assistant
+    message's ``sources`` and ``index_head`` when it has them (``validate_sources``).
 
     Args:
         raw: a decoded JSON value from the browser or from a chat file.
 
     Returns:
-        A new dict with exactly the keys ``role`` and ``content``.
+        A new dict with the keys ``role`` and ``content`` (and ``sources``, ``index_head``).
 
     Raises:
         InvalidMessage: not an object, a role other than user/assistant (e.g. an injected
-            ``system``), content not a string, or content longer than MAX_CONTENT_CHARS.
+            ``system``), content not a string, content longer than MAX_CONTENT_CHARS, a
+            sources record on a user message, or a malformed sources record.
     """
     if not isinstance(raw, dict):
         raise InvalidMessage(f"message is a {type(raw).__name__}, not an object")
@@ -91,10 +154,25 @@ def validate_message(raw: object) -> dict[str, str]:
         content.encode("utf-8")
     except UnicodeEncodeError:  # "\ud800" parses as JSON but can never be saved as UTF-8
         raise InvalidMessage("content holds a lone surrogate (not valid Unicode)") from None
-    return {"role": role, "content": content}
+    message = {"role": role, "content": content}
+    if "sources" in raw or "index_head" in raw:
+        if role != "assistant":
+            raise InvalidMessage("only an assistant message has sources")
+        message.update(validate_sources(raw.get("sources", []), raw.get("index_head")))
+    return message
 
 
-def validate_messages(raw: object) -> list[dict[str, str]]:
+def _without_sources(raw: object) -> dict | None:
+    """A message whose only fault is its sources record, without it; None otherwise."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return validate_message({"role": raw.get("role"), "content": raw.get("content")})
+    except InvalidMessage:
+        return None
+
+
+def validate_messages(raw: object) -> list[dict]:
     """Every message of a list from the browser, all-or-nothing.
 
     Raises InvalidMessage (naming the index of the first bad message) when any message is
@@ -138,7 +216,8 @@ class Chat:
         created / updated: UTC, ``YYYY-MM-DDTHH:MM:SSZ``.
         title: the first question, shortened.
         profile: the profile of the last completed turn.
-        messages: validated ``{"role", "content"}`` dicts, oldest first.
+        messages: validated ``{"role", "content"}`` dicts, oldest first; an answer's may also
+            hold ``sources`` and ``index_head`` (``validate_sources``).
         host: the host that created the chat.
     """
 
@@ -147,7 +226,11 @@ class Chat:
     updated: str
     profile: str
     host: str
-    messages: list[dict[str, str]] = field(default_factory=list)
+    messages: list[dict] = field(default_factory=list)
+
+    def history(self) -> list[dict[str, str]]:
+        """The turns as a prompt may replay them: role and content only, never sources."""
+        return [{"role": m["role"], "content": m["content"]} for m in self.messages]
 
     @property
     def title(self) -> str:
@@ -261,6 +344,12 @@ class ChatStore:
             try:
                 messages.append(validate_message(raw))
             except InvalidMessage as exc:
+                message = _without_sources(raw)
+                if message is not None:  # the answer is kept, its bad record dropped
+                    log.warning("chat %s: message %d sources dropped on load: %s",
+                                path.stem, i, exc)
+                    messages.append(message)
+                    continue
                 # Never replayed into a prompt; logged without the content itself.
                 log.warning("chat %s: message %d rejected on load: %s", path.stem, i, exc)
         if len(messages) > MAX_MESSAGES:
@@ -332,17 +421,28 @@ class ChatStore:
         return chat
 
     def append_turn(self, chat_id: str | None, question: str, answer: str,
-                    profile: str) -> Chat:
+                    profile: str, sources: list[dict] | None = None,
+                    index_head: str | None = None) -> Chat:
         """Add one completed turn (question and answer) and save; a new chat when no id.
 
         Called only when a turn completed: a failed or interrupted turn is never stored.
+        ``sources`` (the answer's citations, ``varaverk.search.citations`` entries) and
+        ``index_head`` are kept with the answer as its record (``validate_sources``).
 
         Raises:
-            InvalidMessage: question or answer over the cap (nothing written).
+            InvalidMessage: question or answer over the cap (nothing written); a malformed
+                sources record is logged and the answer saved without it.
             ChatNotFound / CorruptChat: ``chat_id`` given but not loadable.
         """
-        pair = [validate_message({"role": "user", "content": question}),
-                validate_message({"role": "assistant", "content": answer})]
+        question_message = validate_message({"role": "user", "content": question})
+        answer_message = validate_message({"role": "assistant", "content": answer})
+        if sources:
+            try:
+                answer_message = validate_message({**answer_message, "sources": sources,
+                                                   "index_head": index_head})
+            except InvalidMessage as exc:  # the answer is still worth keeping
+                log.warning("answer saved without its sources: %s", exc)
+        pair = [question_message, answer_message]
         self._ensure_dir()
         with self._lock:
             ts = _fmt(_now())

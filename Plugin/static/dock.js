@@ -110,16 +110,24 @@
     return [s.path, s.section, s.title || s.heading].filter(Boolean).join(" › ");
   }
 
-  function renderSources(parts, sources) {
+  // record: a reopened answer's stored sources ({index_head}); shown as they were then, since
+  // the documentation may have changed since.
+  function renderSources(parts, sources, record) {
     parts.sources.replaceChildren();
     if (!sources || !sources.length) { parts.sources.hidden = true; return; }
     parts.sources.hidden = false;
-    parts.sources.appendChild(el("div", "sources-title", "Sources"));
+    let title = "Sources";
+    if (record) {
+      title = "Sources at the time" +
+              (record.index_head ? " (index at " + record.index_head.slice(0, 12) + ")" : "");
+    }
+    parts.sources.appendChild(el("div", "sources-title", title));
     const list = el("ol", "source-list");
     sources.forEach((s) => {
       const li = el("li", "source");
-      const det = el("details");
-      const sum = el("summary");
+      // A stored record holds no chunk text: its line is a plain row, not an expandable one.
+      const hasText = typeof s.text === "string";
+      const sum = el(hasText ? "summary" : "div", hasText ? null : "source-summary");
       sum.appendChild(el("span", "source-label", sourceLabel(s)));
       if (s.lines || (s.start_line && s.end_line)) {
         const lines = s.lines || (s.start_line + "–" + s.end_line);
@@ -128,9 +136,13 @@
       if (s.score !== undefined && s.score !== null) {
         sum.appendChild(el("span", "score", Number(s.score).toFixed(3)));
       }
-      det.appendChild(sum);
-      det.appendChild(el("pre", "source-text", s.text || "(no text)"));
-      li.appendChild(det);
+      if (hasText) {
+        const det = el("details");
+        det.append(sum, el("pre", "source-text", s.text));
+        li.appendChild(det);
+      } else {
+        li.appendChild(sum);
+      }
       list.appendChild(li);
     });
     parts.sources.appendChild(list);
@@ -354,6 +366,7 @@
         parts.answer.classList.remove("streaming");
         if (typeof m.html === "string") parts.answer.innerHTML = m.html;  // server-sanitised
         else parts.answer.textContent = m.content;
+        renderSources(parts, m.sources, { index_head: m.index_head });
       });
       markActive();
     } catch (e) {

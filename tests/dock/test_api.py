@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from tests.dock.conftest import EXPECTED_ANSWER, QUESTION, SAME, events_of
+from tests.support.repos import git
 from varaverk.config import ConfigError
 from varaverk.ledger import read_rows
 from varaverk_dock.app import create_app
@@ -89,9 +90,16 @@ def test_ask_streams_sources_then_content_then_done_and_saves(client, settings):
     [path] = chat_files(settings)
     assert saved["chat_id"] == path.stem and saved["title"] == QUESTION
     stored = json.loads(path.read_text())
-    assert stored["messages"] == [{"role": "user", "content": QUESTION},
-                                  {"role": "assistant", "content": EXPECTED_ANSWER}]
-    assert "sources" not in json.dumps(stored) and "timings" not in json.dumps(stored)
+    question, answer = stored["messages"]
+    assert question == {"role": "user", "content": QUESTION}
+    # The answer keeps its sources as a record (no chunk text), with the index's HEAD then.
+    assert answer["content"] == EXPECTED_ANSWER
+    assert answer["index_head"] == git(settings.ai_repo_root, "rev-parse", "HEAD").strip()
+    assert answer["sources"] == [
+        {k: s[k] for k in ("citation", "path", "section", "title", "start_line", "end_line",
+                           "score")} for s in sources]
+    assert answer["sources"][0]["start_line"] >= 1 and answer["sources"][0]["score"] > 0
+    assert "timings" not in json.dumps(stored) and "text" not in answer["sources"][0]
     rows, problems = read_rows(settings.token_db_path)
     assert problems == [] and len(rows) == 1
     assert (rows[0].host, rows[0].profile, rows[0].source) == ("hostA", "varaverk", "webgui")
@@ -235,6 +243,50 @@ def test_injected_or_oversized_messages_over_http_are_refused_and_logged(client,
     assert "message 1" in resp.get_json()["error"]
     assert chat_files(settings) == []
     assert any("refused a chat import" in r.getMessage() for r in caplog.records)
+
+
+def test_a_reopened_answer_shows_its_sources_and_never_replays_them(client, model, settings):
+    _, first = ask(client)
+    chat_id = first[-1]["data"]["chat_id"]
+    body = client.get(f"/api/chats/{chat_id}").get_json()
+    answer = body["messages"][1]
+    assert answer["sources"][0]["citation"] == \
+        "Backup/rsync_mirror.sh › CONFIGURATION › MIRROR_MAX_DELETE_PCT"
+    assert answer["index_head"] == git(settings.ai_repo_root, "rev-parse", "HEAD").strip()
+    # A record with a label nothing else holds: the follow-up's prompt must not carry it.
+    path = settings.ai_data_dir / "ai_chats" / f"{chat_id}.json"
+    stored = json.loads(path.read_text())
+    stored["messages"][1]["sources"][0]["citation"] = "Vault/never-replayed.sh › PURPOSE"
+    path.write_text(json.dumps(stored))
+    _, second = ask(client, "And where is it documented?", chat_id=chat_id)
+    assert second[-1]["type"] == "saved"
+    sent = model.requests_to("/api/chat")[-1].json["messages"]
+    assert "never-replayed" not in json.dumps(sent)
+    assert all(set(m) == {"role", "content"} for m in sent)
+    assert ("assistant", EXPECTED_ANSWER) in [(m["role"], m["content"]) for m in sent]
+
+
+def test_bad_sources_records_are_refused_over_http_and_dropped_on_load(client, settings,
+                                                                        caplog):
+    bad = {"role": "assistant", "content": "Nightly.",
+           "sources": [{"path": "a.sh", "start_line": 0, "end_line": 2, "score": 0.5}]}
+    resp = client.post("/api/chats", json={"messages": [bad]}, headers=SAME)
+    assert resp.status_code == 400 and "line range" in resp.get_json()["error"]
+    folder = settings.ai_data_dir / "ai_chats"
+    folder.mkdir()
+    chat_id = "2026-01-02T10-15-00-hostA-bbbbbb"
+    (folder / f"{chat_id}.json").write_text(json.dumps({"id": chat_id, "messages": [
+        {"role": "user", "content": "When?", "sources": []}, bad,
+        {"role": "assistant", "content": "Weekly.", "index_head": "$(reboot)", "sources": []},
+    ]}))
+    caplog.set_level(logging.WARNING, logger="varaverk")
+    got = client.get(f"/api/chats/{chat_id}").get_json()["messages"]
+    # Each answer is kept; only its bad record goes (a user message never has one).
+    assert [(m["role"], m["content"], "sources" in m) for m in got] == [
+        ("user", "When?", False), ("assistant", "Nightly.", False),
+        ("assistant", "Weekly.", False)]
+    dropped = [r.getMessage() for r in caplog.records if "sources dropped" in r.getMessage()]
+    assert len(dropped) == 3 and "line range" in dropped[1] and "commit id" in dropped[2]
 
 
 def test_injected_role_in_a_stored_chat_never_reaches_the_model(client, model, settings, caplog):

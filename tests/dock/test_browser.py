@@ -9,6 +9,7 @@ import re
 import pytest
 
 from tests.dock.conftest import ARTIFACTS, EXPECTED_ANSWER, QUESTION
+from tests.support.repos import git
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -74,6 +75,13 @@ def test_browser_asks_streams_shows_sources_reloads_and_switches_profile(page, r
     page.locator("#chat-list li[data-id] .chat-open").click()
     expect(page.locator(".msg.user .bubble")).to_have_text(QUESTION)
     expect(page.locator(".msg.assistant .answer")).to_have_text(EXPECTED_ANSWER)
+    # ...with the sources it cited, marked as those of the index it was answered from.
+    head = git(running_dock.settings.ai_repo_root, "rev-parse", "HEAD").strip()
+    expect(page.locator(".msg.assistant .sources-title")).to_have_text(
+        f"Sources at the time (index at {head[:12]})")
+    expect(page.locator(".msg.assistant .source-label").first).to_have_text(
+        "Backup/rsync_mirror.sh › CONFIGURATION › MIRROR_MAX_DELETE_PCT")
+    expect(page.locator(".msg.assistant .source-lines").first).to_contain_text("lines ")
 
     # Switch profile: chat escalates to varaverk for a question the documentation answers.
     model.delta_delay = 0.0

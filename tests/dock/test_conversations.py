@@ -33,6 +33,49 @@ def test_validate_message_keeps_only_role_and_content():
     assert validate_message({"role": "assistant", "content": "x" * MAX_CONTENT_CHARS})
 
 
+SOURCE = {"citation": "Backup/rsync_mirror.sh › CONFIGURATION › MIRROR_MAX_DELETE_PCT",
+          "path": "Backup/rsync_mirror.sh", "section": "CONFIGURATION",
+          "title": "MIRROR_MAX_DELETE_PCT", "start_line": 40, "end_line": 44, "score": 0.83}
+
+
+def test_an_answer_keeps_its_sources_record_through_a_save_and_a_load(store):
+    chat = store.append_turn(None, "What caps deletions?", "MIRROR_MAX_DELETE_PCT.", "varaverk",
+                             sources=[{**SOURCE, "text": "the chunk"}], index_head="ab12cd3" * 2)
+    loaded = store.load(chat.id)
+    assert loaded.messages[1] == {"role": "assistant", "content": "MIRROR_MAX_DELETE_PCT.",
+                                  "sources": [SOURCE], "index_head": "ab12cd3" * 2}
+    assert loaded.history() == [{"role": "user", "content": "What caps deletions?"},
+                                {"role": "assistant", "content": "MIRROR_MAX_DELETE_PCT."}]
+
+
+def test_an_answer_whose_sources_cannot_be_stored_is_saved_without_them(store, caplog):
+    # A path git listed in bytes that are not UTF-8 reaches us with surrogate escapes.
+    caplog.set_level(logging.WARNING, logger="varaverk")
+    chat = store.append_turn(None, "q?", "a.", "varaverk",
+                             sources=[{**SOURCE, "path": "caf\udce9.sh"}], index_head=None)
+    assert store.load(chat.id).messages[1] == {"role": "assistant", "content": "a."}
+    assert any("without its sources" in r.getMessage() and "Unicode" in r.getMessage()
+               for r in caplog.records)
+
+
+@pytest.mark.parametrize("sources, head, reason", [
+    ("not a list", None, "must be a list"),
+    ([SOURCE] * 51, None, "at most 50"),
+    (["a.sh"], None, "not an object"),
+    ([{**SOURCE, "path": ""}], None, "no path"),
+    ([{**SOURCE, "title": 5}], None, "title is not a string"),
+    ([{**SOURCE, "start_line": 9, "end_line": 3}], None, "line range"),
+    ([{**SOURCE, "start_line": True}], None, "line range"),
+    ([{**SOURCE, "score": float("nan")}], None, "finite"),
+    ([{**SOURCE, "score": "0.9"}], None, "finite"),
+    ([SOURCE], "HEAD; rm -rf /", "commit id"),
+])
+def test_validate_message_rejects_bad_sources(sources, head, reason):
+    with pytest.raises(InvalidMessage, match=reason):
+        validate_message({"role": "assistant", "content": "x", "sources": sources,
+                          "index_head": head})
+
+
 @pytest.mark.parametrize("raw, reason", [
     ({"role": "system", "content": "x"}, "'system' is not allowed"),
     ({"role": "developer", "content": "x"}, "not allowed"),
