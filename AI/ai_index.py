@@ -66,6 +66,9 @@
 #   AI_REPO_ROOT
 #     The repository whose tracked documentation is indexed (default: the one this tool
 #     runs from).
+#   AI_SOURCES
+#     More git work trees indexed beside it, NAME=TYPE:PATH (TYPE repo, notes or chats),
+#     each only from its own git ls-files; one index, each chunk naming its source.
 #   AI_DATA_DIR
 #     Folder of the index file index.sqlite and its lock (default:
 #     ~/.local/share/varaverk).
@@ -284,6 +287,7 @@ def _status(settings, args) -> int:
           f"schema {meta.get('schema_version', '?')})")
     print(f"repository: {info['repository']['root']} "
           f"({info['repository']['tracked']} tracked files)")
+    _print_sources(info.get("sources") or [])
     if meta.get("embed_backend"):
         print(f"embedder: {meta['embed_backend']}/{meta['embed_model']}, "
               f"{meta.get('embed_dimension', '?')} dimensions")
@@ -324,6 +328,17 @@ def _status(settings, args) -> int:
     else:
         print("up to date with the repository")
     return exitcodes.OK
+
+
+def _print_sources(rows: list[dict]) -> None:
+    """One line per source, when AI_SOURCES names any besides the repository."""
+    if len(rows) < 2:
+        return
+    print("sources:")
+    for row in rows:
+        state = "behind" if row["behind"] else "up to date"
+        print(f"  {row['name']:<10} {row['type']:<6} {row['files']:>5} files "
+              f"{row['chunks']:>6} chunks {row['skipped']:>5} skipped  {state}  {row['root']}")
 
 
 if __name__ == "__main__":

@@ -74,8 +74,12 @@
 #     Retrieve, then generate an answer streamed to the terminal; sources after it.
 #   --search
 #     Print the matching chunks verbatim with their places and scores; no model is used.
-#   --kind KIND, --section NAME, -k N
-#     Hard filters (they compose) and the number of chunks.
+#   --kind KIND, --section NAME, --source NAME, -k N
+#     Hard filters (they compose) and the number of chunks. --source keeps one source:
+#     repo (the homelab repository) or a name from AI_SOURCES.
+#   --similar PATH[#heading]
+#     The sections nearest to that file or section, never the file's own (stored vectors,
+#     no model, works with AI_ENABLED=false).
 #   --json
 #     Print one JSON object (the schema above) instead of text.
 #   --history FILE
@@ -136,11 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "sources. --search prints the matching chunks verbatim and needs no model.",
         epilog="Exit codes: 0 ok / not covered / AI disabled, 2 usage, 65 index of another "
                "model, 66 no index (run ai-index), 69 no model server, 78 config error.")
-    p.add_argument("question", nargs="+", help="the question (several words are joined)")
+    p.add_argument("question", nargs="*", help="the question (several words are joined)")
     p.add_argument("--search", action="store_true",
                    help="print the matching chunks verbatim; generate nothing")
     p.add_argument("--kind", help="only chunks of this kind (header, readme, manual, template, doc)")
     p.add_argument("--section", help="only chunks of this section (e.g. CONFIGURATION)")
+    p.add_argument("--source", metavar="NAME",
+                   help="only chunks of this source (repo, or a name from AI_SOURCES)")
+    p.add_argument("--similar", metavar="PATH[#heading]",
+                   help="list the sections nearest to this one, from other files (no model)")
     p.add_argument("-k", type=int, default=None, metavar="N", help="chunks to retrieve (default: AI_TOP_K, 5)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--history", metavar="FILE",
@@ -206,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     question = " ".join(args.question).strip()
-    if not question:
+    if not question and not args.similar:
         parser.error("the question is empty")
     if args.k is not None and args.k < 1:
         parser.error("-k must be at least 1")
@@ -220,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     log = setup_logging(settings, "ai-query", verbose=args.verbose, quiet=not args.verbose,
                         to_file=settings.ai_enabled)
 
+    if args.similar:
+        return _similar(args, settings)
     if not settings.ai_enabled and not args.search:
         print("ai-query: AI_ENABLED is false, so no model is asked. Set AI_ENABLED=true to "
               "generate answers; --search works on an existing index regardless.",
@@ -255,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         return exitcodes.UNAVAILABLE if isinstance(exc, EmbeddingUnavailable) else exitcodes.NO_INDEX
 
     k = args.k or settings.ai_top_k or 5
-    filters = {"kind": args.kind, "section": args.section, "k": k, "profile": args.profile}
+    filters = {"kind": args.kind, "section": args.section, "k": k, "profile": args.profile,
+               "source": args.source}
     try:
         if args.search:
             return _search(args, settings, retriever, question, history, filters)
@@ -276,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
 def _search(args, settings, retriever, question, history, filters) -> int:
     from varaverk.rewrite import standalone_query
     query = standalone_query(question, history)
-    hits = retriever.search(query, filters["k"], kind=args.kind, section=args.section)
+    hits = retriever.search(query, filters["k"], kind=args.kind, section=args.section,
+                            sources=_search_scope(args, settings))
     confident = retriever.confident(hits)
     results = [h.as_dict() for h in hits]
     if args.json:
@@ -291,12 +303,44 @@ def _search(args, settings, retriever, question, history, filters) -> int:
     return exitcodes.OK
 
 
+def _search_scope(args, settings) -> tuple[str, ...]:
+    """--source, else the sources of the profile's types (varaverk: the repository)."""
+    if args.source:
+        return (args.source,)
+    from varaverk.named_sources import names_of_types
+    from varaverk.profiles import get_profile
+    return names_of_types(settings, get_profile(args.profile).source_types)
+
+
+def _similar(args, settings) -> int:
+    """--similar: the nearest other sections, from the stored vectors (no model)."""
+    from varaverk.similar import SectionNotFound, similar
+    from varaverk.store import Index, IndexCorrupt, IndexMissing
+    try:
+        with Index.open(settings.index_path, readonly=True) as idx:
+            hits = similar(idx, args.similar, args.k or settings.ai_top_k or 5,
+                           sources=(args.source,) if args.source else None)
+    except (IndexMissing, IndexCorrupt) as exc:
+        print(f"ai-query: {exc}", file=sys.stderr)
+        return exitcodes.NO_INDEX
+    except SectionNotFound as exc:
+        print(f"ai-query: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
+    results = [h.as_dict() for h in hits]
+    if args.json:
+        print(json.dumps({"similar": args.similar, "mode": "similar", "results": results},
+                         ensure_ascii=False, indent=2))
+    else:
+        _print_results(results)
+    return exitcodes.OK
+
+
 def _answer(args, settings, retriever, question, history, filters) -> int:
     from varaverk.answer import TurnRequest, run_turn
 
     request = TurnRequest(profile=args.profile, question=question, history=history,
                           kind=args.kind, section=args.section, k=filters["k"],
-                          log_path=args.log, source="cli")
+                          log_path=args.log, source="cli", source_name=args.source)
     tty = sys.stdout.isatty()
     err_tty = sys.stderr.isatty()
     out: dict = {"query": question, "search_query": question, "mode": "answer",

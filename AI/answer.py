@@ -47,6 +47,8 @@ class TurnRequest:
         k: chunks to retrieve (None: ``AI_TOP_K``).
         log_path: a log file the troubleshoot profile may read (scoped-log capability).
         source: where the ask came from, for the ledger (``cli`` or ``webgui``).
+        source_name: retrieve only from this named source (``repo``, ``vault``); None: the
+            profile's own source types.
     """
 
     profile: str
@@ -57,6 +59,7 @@ class TurnRequest:
     k: int | None = None
     log_path: str | None = None
     source: str = "cli"
+    source_name: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict) -> "TurnRequest":
@@ -75,7 +78,8 @@ class TurnRequest:
             raise ValueError("k: a whole number ≥ 1 is required")
         return cls(profile=str(data.get("profile") or "varaverk"), question=question,
                    history=history, kind=data.get("kind"), section=data.get("section"), k=k,
-                   log_path=data.get("log_path"), source=str(data.get("source") or "cli"))
+                   log_path=data.get("log_path"), source=str(data.get("source") or "cli"),
+                   source_name=data.get("source_name") or None)
 
 
 @dataclass
@@ -236,18 +240,44 @@ def _retrieve(turn: _Turn) -> None:
         turn.query = standalone_query(request.question, request.history, rewrite_client)
         k = request.k or getattr(turn.settings, "ai_top_k", 5) or 5
         turn.hits = turn.retriever.search(turn.query, k, kind=request.kind,
-                                          section=request.section)
+                                          section=request.section, sources=_scope(turn))
         turn.confident = turn.retriever.confident(turn.hits)
     except Exception as exc:
         raise TurnFailed(f"retrieval failed: {exc}") from exc
     turn.timings["retrieval_s"] = turn.elapsed()
 
 
+def _scope(turn: _Turn) -> tuple[str, ...]:
+    """The source names a turn searches: the one the request names, else those of the
+    profile's source types."""
+    if turn.request.source_name:
+        return (turn.request.source_name,)
+    from varaverk.named_sources import names_of_types
+    return names_of_types(turn.settings, turn.profile.source_types)
+
+
+def _escalation_target(turn: _Turn) -> str | None:
+    """``chat``'s escalation: ``notes`` when the best match is in the operator's notes or
+    chats, else ``varaverk``; the hits are then kept to the new profile's sources."""
+    original = turn.profile
+    target = original.escalates_to
+    if original.notes_escalation and turn.hits:
+        from varaverk.named_sources import names_of_types
+        notes = names_of_types(turn.settings, get_profile(original.notes_escalation).source_types)
+        if getattr(turn.hits[0].chunk, "source", "repo") in notes:
+            target = original.notes_escalation
+    if target and not turn.request.source_name:
+        from varaverk.named_sources import names_of_types
+        allowed = set(names_of_types(turn.settings, get_profile(target).source_types))
+        turn.hits = [h for h in turn.hits if getattr(h.chunk, "source", "repo") in allowed]
+    return target
+
+
 def _escalate(turn: _Turn) -> Iterator[TurnEvent]:
     """Step escalate: a confident chat turn is answered by its escalation profile."""
     original = turn.profile
     if original.escalates_to and turn.confident:
-        turn.profile = get_profile(original.escalates_to)
+        turn.profile = get_profile(_escalation_target(turn))
         yield TurnEvent("profile", {"profile": turn.profile.name, "from": original.name,
                                     "reason": "the documentation has confident matches "
                                               "for this question"})
@@ -285,7 +315,7 @@ def _add_hits(turn: _Turn, queries: list[str], per_query: int = 2) -> None:
     seen = {h.chunk.id for h in turn.hits}
     for extra in queries:
         for hit in turn.retriever.search(extra, per_query, kind=turn.request.kind,
-                                         section=turn.request.section):
+                                         section=turn.request.section, sources=_scope(turn)):
             if hit.chunk.id not in seen:
                 seen.add(hit.chunk.id)
                 turn.hits.append(hit)

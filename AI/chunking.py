@@ -30,7 +30,7 @@ from typing import Callable, Iterable
 
 SEP = " \u203a "  # " › " joins the context trail: path › SECTION › title
 
-KINDS = ("header", "readme", "manual", "template", "doc")
+KINDS = ("header", "readme", "manual", "template", "doc", "note", "org", "chat")
 
 TokenCounter = Callable[[str], int]
 
@@ -58,7 +58,10 @@ class Chunk:
         context: the trail ``path › section › title`` (or the heading trail) that is embedded
             with the text so a chunk knows where it belongs.
         part: 0 for a whole chunk; 1..n when an over-budget chunk was split (B18).
-        meta: extra metadata (front matter), never embedded.
+        meta: extra metadata (front matter, property drawers), never embedded; its
+            ``keywords`` list (tags, aliases) is indexed for lexical search only.
+        source: the named source the chunk comes from (``repo``, the homelab repository, or a
+            name from ``AI_SOURCES``; see ``varaverk.named_sources``).
     """
 
     path: str
@@ -71,6 +74,7 @@ class Chunk:
     context: str
     part: int = 0
     meta: dict = field(default_factory=dict, compare=False, hash=False)
+    source: str = "repo"
 
     @property
     def embed_text(self) -> str:
@@ -112,7 +116,7 @@ class Draft:
 
 
 HEADING_JOIN = " > "  # joins a Markdown heading trail inside ``section``
-MARKDOWN_KINDS = ("readme", "manual", "doc")
+MARKDOWN_KINDS = ("readme", "manual", "doc", "note", "org")  # heading trails as sections
 
 
 def heading_path(chunk) -> str:
@@ -153,17 +157,21 @@ def char_count(text: str) -> int:
 
 
 def chunk_document(path: str, kind: str, text: str, *, max_tokens: int = 256,
-                   count_tokens: TokenCounter | None = None) -> list[Chunk]:
+                   count_tokens: TokenCounter | None = None,
+                   links: dict[str, str] | None = None) -> list[Chunk]:
     """Cut one decoded document into chunks that each fit the embedder's budget.
 
     Args:
         path: repository-relative path, used in every chunk's context and citation.
-        kind: header | readme | manual | doc (Markdown) | template.
+        kind: header | readme | manual | doc (Markdown) | template | note (Obsidian
+            Markdown) | org (org-mode) | chat (a chat export).
         text: the decoded file; a leading BOM and CR/CRLF line ends are normalised here too.
         max_tokens: the embedder's input budget; every chunk's ``embed_text`` counts at most
             this many tokens with ``count_tokens``.
         count_tokens: the embedder's token counter; None counts one token per character,
             which is conservative for YAML, banners and other dense text (B18).
+        links: for notes (kinds note, org), link target -> title (``note_links.link_titles``),
+            used to write ``[[links]]`` as their targets' titles; None: links keep their text.
 
     Returns:
         The chunks in file order; ``[]`` for a script without a header comment (or with only
@@ -175,8 +183,17 @@ def chunk_document(path: str, kind: str, text: str, *, max_tokens: int = 256,
     if kind not in KINDS:
         raise ValueError(f"unknown document kind {kind!r}; expected one of {', '.join(KINDS)}")
     text = normalise_text(text)
-    drafts = _chunker_for(kind)(path, text)
     count = count_tokens or char_count
+    if kind == "chat":
+        # Chats are cut into runs of messages by the chunker itself (each run's time span is
+        # its title), so it budgets with the embedder's own counter.
+        from varaverk.chat_exports import chat_drafts
+        drafts = chat_drafts(path, text, count, max_tokens)
+    elif kind in ("note", "org"):
+        from varaverk.note_links import note_drafts
+        drafts = note_drafts(path, kind, text, links or {})
+    else:
+        drafts = _chunker_for(kind)(path, text)
     chunks: list[Chunk] = []
     for draft in drafts:
         chunks.extend(_budget(path, kind, draft, count, max_tokens))

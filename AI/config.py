@@ -134,6 +134,8 @@ class Settings:
                                           "**/*.yml.example", "**/*.yaml.example")
     ai_globs_doc: tuple[str, ...] = ("README.md", "Manual.md", "Notes_*.md", "**/README.md",
                                      "docs/**/*.md", "docs/**/*.mdx", "doc/**/*.md")
+    # Extra sources beside the repository: space-separated NAME=TYPE:PATH (named_sources).
+    ai_sources: tuple[str, ...] = ()
     # Run evidence (troubleshoot): the jobs whose last runs are reported, and their status files.
     ai_run_jobs: tuple[str, ...] = ()
     ai_run_status_dir: Path | None = None  # None: only <job>.log under the log dirs is read
@@ -248,6 +250,11 @@ def load_settings(config_path: str | os.PathLike | None = None,
     if any(not pattern.strip("*?") for pattern in settings.ai_conf_read_keys):
         raise ConfigError("AI_CONF_READ_KEYS: a pattern matching every key (such as '*') would "
                           "let conf lookup read the whole conf; name keys or prefixes (MIRROR_*)")
+    from varaverk.named_sources import parse_sources
+    try:
+        parse_sources(settings.ai_sources)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if settings.ai_gen_backend not in GEN_BACKENDS:
         raise ConfigError(f"AI_GEN_BACKEND: expected one of {', '.join(GEN_BACKENDS)}, "
                           f"got {settings.ai_gen_backend!r}")

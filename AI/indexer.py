@@ -31,12 +31,13 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ContextManager, NamedTuple
 
 from varaverk import sources
 from varaverk.logs import DETAIL
+from varaverk.named_sources import (DEFAULT_SOURCE, NOTE_KINDS, SourceSpec, all_sources)
 from varaverk.store import (FileRow, FileState, Index, IndexChanges, IndexCorrupt, IndexMissing,
                             IndexMismatch, mismatch_message)
 
@@ -123,24 +124,75 @@ class _Entry(NamedTuple):
     kind: str            # "" when not a documentation kind
     reason: str          # skip reason; "" for a readable document
     st: os.stat_result | None
+    source: str = DEFAULT_SOURCE   # the named source it was listed in
+    rel: str = ""                  # the path inside that source ("": same as ``path``)
+    root: Path | None = None       # that source's work tree (None: the repository's)
 
 
-def _classify(listing: sources.Listing, matcher: sources.KindMatcher) -> list[_Entry]:
+class _Listed(NamedTuple):
+    """Every source's ``git ls-files``, as one listing.
+
+    ``root``/``head`` are the default source's (the repository), ``entries`` every source's
+    tracked paths (for counts), ``heads`` each source's HEAD by name, ``specs`` the sources.
+    """
+
+    root: Path
+    head: str | None
+    entries: list
+    heads: dict[str, str]
+    roots: dict[str, str]
+    specs: list[SourceSpec]
+
+
+def _head_key(name: str) -> str:
+    """The meta key of a source's HEAD (``head`` for the repository, as before sources)."""
+    return "head" if name == DEFAULT_SOURCE else f"head:{name}"
+
+
+def _heads_moved(listed: _Listed, meta: dict) -> bool:
+    return any(head != meta.get(_head_key(name), "") for name, head in listed.heads.items())
+
+
+def _list_all(settings, matcher: sources.KindMatcher) -> tuple[_Listed, list[_Entry]]:
+    """List and classify every source (the repository first, then ``AI_SOURCES``).
+
+    Raises SourcesError when one cannot be listed (nothing is written then, so a source
+    that is briefly unmounted never loses its chunks).
+    """
+    specs = all_sources(settings)
+    entries: list[_Entry] = []
+    tracked: list = []
+    heads, roots = {}, {}
+    repo = None
+    for spec in specs:
+        listing = sources.list_tracked(spec.root)
+        repo = repo or listing
+        tracked.extend(listing.entries)
+        heads[spec.name], roots[spec.name] = listing.head or "", str(listing.root)
+        entries.extend(_classify(listing, matcher, spec))
+    return _Listed(repo.root, repo.head, tracked, heads, roots, specs), entries
+
+
+def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
+              spec: SourceSpec | None = None) -> list[_Entry]:
+    spec = spec or SourceSpec(DEFAULT_SOURCE, "repo", listing.root)
     entries = []
     for tracked in listing.entries:
+        extra = (spec.name, tracked.path, listing.root)
         if not sources.is_valid_name(tracked.path):
-            entries.append(_Entry(sources.printable_name(tracked.path), "",
-                                  sources.REASON_BAD_NAME, None))
+            entries.append(_Entry(spec.stored_path(sources.printable_name(tracked.path)), "",
+                                  sources.REASON_BAD_NAME, None, *extra))
             continue
-        kind = matcher.kind_of(tracked.path) or ""
+        path = spec.stored_path(tracked.path)
+        kind = spec.kind_of(tracked.path, matcher) or ""
         if tracked.mode == sources.GITLINK_MODE:  # a folder of another repository (B02)
-            entries.append(_Entry(tracked.path, kind, sources.REASON_SUBMODULE, None))
+            entries.append(_Entry(path, kind, sources.REASON_SUBMODULE, None, *extra))
             continue
         if not kind:
-            entries.append(_Entry(tracked.path, "", sources.REASON_NOT_DOC, None))
+            entries.append(_Entry(path, "", sources.REASON_NOT_DOC, None, *extra))
             continue
         st, reason = sources.lstat_entry(listing.root, tracked)
-        entries.append(_Entry(tracked.path, kind, reason, st))
+        entries.append(_Entry(path, kind, reason, st, *extra))
     return entries
 
 
@@ -160,7 +212,8 @@ def _skip_unchanged(entry: _Entry, stored: FileState | None) -> bool:
 
 # secret_patterns: a change to what is masked must re-chunk every document.
 CHUNKER_MODULES = ("chunking", "script_headers", "markdown_sections", "conf_templates",
-                   "secret_patterns")
+                   "secret_patterns", "obsidian_notes", "org_notes", "note_links",
+                   "chat_exports")
 
 
 def chunker_stamp() -> str:
@@ -185,9 +238,12 @@ def chunker_stamp() -> str:
 
 
 def _read(root: Path, entry: _Entry) -> tuple[bytes | None, str]:
-    """A document's bytes, or ``(None, reason)`` when it cannot be read (logged)."""
+    """A document's bytes, or ``(None, reason)`` when it cannot be read (logged).
+
+    ``root``: the repository; an entry of another source is read from its own work tree.
+    """
     try:
-        with sources.open_tracked(root, entry.path, entry.st) as fh:
+        with sources.open_tracked(entry.root or root, entry.rel or entry.path, entry.st) as fh:
             return fh.read(), ""
     except OSError as exc:
         reason = f"{sources.REASON_UNREADABLE}: {exc.strerror or exc}"
@@ -195,11 +251,12 @@ def _read(root: Path, entry: _Entry) -> tuple[bytes | None, str]:
         return None, reason
 
 
-def _decode_and_chunk(entry: _Entry, data: bytes, count_tokens, max_tokens: int
-                      ) -> tuple[sources.Decoded, list, str]:
+def _decode_and_chunk(entry: _Entry, data: bytes, count_tokens, max_tokens: int,
+                      links: Any = None) -> tuple[sources.Decoded, list, str]:
     """Decode and chunk one document: ``(decoded, chunks, skip reason or "")``.
 
     Shared by ``refresh`` and ``plan`` so a dry run predicts exactly what a run stores.
+    ``links``: a zero-argument callable giving the source's link titles (notes sources).
     """
     decoded = sources.decode(data)
     if decoded.text is None:
@@ -210,8 +267,11 @@ def _decode_and_chunk(entry: _Entry, data: bytes, count_tokens, max_tokens: int
     from varaverk.chunking import chunk_document
 
     decoded = _mask(entry.path, decoded)
+    titles = links() if links is not None and entry.kind in NOTE_KINDS else None
     chunks = chunk_document(entry.path, entry.kind, decoded.text, max_tokens=max_tokens,
-                            count_tokens=count_tokens)
+                            count_tokens=count_tokens, links=titles)
+    if entry.source != DEFAULT_SOURCE:
+        chunks = [replace(c, source=entry.source) for c in chunks]
     if not chunks:
         return decoded, [], REASON_NO_HEADER if entry.kind == "header" else REASON_NO_TEXT
     return decoded, chunks, ""
@@ -265,7 +325,7 @@ def _config_key(settings) -> tuple[str, str]:
 
 
 def _needs_work(settings, listing, entries, states, meta) -> bool:
-    if (listing.head or "") != meta.get("head", ""):
+    if _heads_moved(listing, meta):
         return True
     if states and meta.get("chunker") != chunker_stamp():
         return True
@@ -320,8 +380,7 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
 
     if not force and index_path.is_file():
         # Optimistic pass without the lock: most runs (cron, after a pull) find nothing to do.
-        listing = sources.list_tracked(settings.ai_repo_root)
-        entries = _classify(listing, matcher)
+        listing, entries = _list_all(settings, matcher)
         try:
             with Index.open(index_path, readonly=True) as idx:
                 states, meta = idx.file_states(), idx.meta()
@@ -339,8 +398,7 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
     factory = _embedder_factory(settings, embedder)
     with (lock() if lock is not None else _default_lock(settings)):
         report.locked = True
-        listing = sources.list_tracked(settings.ai_repo_root)
-        entries = _classify(listing, matcher)
+        listing, entries = _list_all(settings, matcher)
         with Index.open(index_path) as idx:
             _refresh_locked(settings, idx, listing, entries, factory, force, progress, report,
                             started)
@@ -395,6 +453,7 @@ class _Pending:
     encoding: str
     chunks: list  # list[Chunk]
     note: str = ""  # kept as the file row's reason: values masked as secrets
+    source: str = DEFAULT_SOURCE
 
 
 @dataclass
@@ -419,13 +478,19 @@ class _Run:
     rechunk: bool = False
     changes: IndexChanges = field(default_factory=IndexChanges)
     pending: list = field(default_factory=list)  # list[_Pending]
+    entries: list = field(default_factory=list)  # list[_Entry], every source's
+    _links: dict = field(default_factory=dict)   # source name -> its link titles
+
+    def links_of(self, entry: _Entry) -> Callable[[], dict]:
+        """A callable giving the link titles of the entry's source (read once per run)."""
+        return lambda: _cached_links(self._links, entry.source, self.entries, self.listing.root)
 
 
 def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force, progress,
                     report: IndexReport, started: float) -> None:
     """The locked pass: compare, read, chunk, embed and write, in that order (see module doc)."""
     run = _Run(settings, idx, listing, get_embedder, force, progress, report, started,
-               changes=IndexChanges(replace_all=force))
+               changes=IndexChanges(replace_all=force), entries=entries)
     _load_stored(run)
     report.tracked = len(listing.entries)
     report.head = listing.head
@@ -476,7 +541,7 @@ def _scan_entry(run: _Run, entry: _Entry) -> None:
         run.report.skipped.append((entry.path, reason))
         run.changes.replace_chunks_of.append(entry.path)
         run.changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped",
-                                             reason))
+                                             reason, source=entry.source))
         return
     run.report.files_read += 1
     sha = _sha256(data)
@@ -498,7 +563,7 @@ def _record_skip(run: _Run, entry: _Entry, stored: FileState | None) -> None:
     log.info("%s: skipped: %s%s", entry.path, entry.reason, suffix, extra=DETAIL)
     run.changes.replace_chunks_of.append(entry.path)
     run.changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped",
-                                         entry.reason))
+                                         entry.reason, source=entry.source))
 
 
 def _record_same_content(run: _Run, entry: _Entry, stored: FileState, sha: str) -> None:
@@ -510,13 +575,14 @@ def _record_same_content(run: _Run, entry: _Entry, stored: FileState, sha: str) 
     st = entry.st
     run.changes.file_rows.append(FileRow(entry.path, entry.kind, st.st_size, st.st_mtime_ns,
                                          sha, stored.status, stored.reason, stored.chunk_count,
-                                         stored.encoding))
+                                         stored.encoding, entry.source))
 
 
 def _chunk_entry(run: _Run, entry: _Entry, data: bytes, sha: str) -> None:
     """Decode and chunk a new or changed document; queue it for embedding or record a skip."""
     emb = run.get_embedder()
-    decoded, chunks, reason = _decode_and_chunk(entry, data, emb.count_tokens, emb.max_tokens)
+    decoded, chunks, reason = _decode_and_chunk(entry, data, emb.count_tokens, emb.max_tokens,
+                                                run.links_of(entry))
     st = entry.st
     if reason:
         if decoded.text is not None:
@@ -525,7 +591,8 @@ def _chunk_entry(run: _Run, entry: _Entry, data: bytes, sha: str) -> None:
         return
     run.pending.append(_Pending(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,
                                 decoded.encoding, chunks,
-                                masked_note(decoded.masked) if decoded.masked else ""))
+                                masked_note(decoded.masked) if decoded.masked else "",
+                                entry.source))
 
 
 def _record_deletions(run: _Run, entries: list[_Entry]) -> None:
@@ -581,19 +648,20 @@ def _record_embedded(run: _Run, item: _Pending, vectors: dict, failures: dict) -
         run.report.failures.extend((item.path, msg) for msg in failed)
         # size -1: the next run re-reads and re-embeds this file.
         run.changes.file_rows.append(FileRow(item.path, item.kind, -1, -1, "", "partial",
-                                             reason, len(stored_chunks), item.encoding))
+                                             reason, len(stored_chunks), item.encoding,
+                                             item.source))
     else:
         run.report.indexed += 1
         run.changes.file_rows.append(FileRow(item.path, item.kind, item.size, item.mtime_ns,
                                              item.sha256, "indexed", item.note,
-                                             len(stored_chunks), item.encoding))
+                                             len(stored_chunks), item.encoding, item.source))
 
 
 def _has_changes(run: _Run) -> bool:
     """Whether the locked pass has anything to write (rows, chunks, HEAD or settings moved)."""
     changes = run.changes
     return bool(changes.file_rows or changes.delete_paths or changes.new_chunks or run.force
-                or (run.listing.head or "") != run.meta.get("head", "")
+                or _heads_moved(run.listing, run.meta)
                 or (run.meta.get("config_backend"), run.meta.get("config_model"))
                 != _config_key(run.settings))
 
@@ -607,6 +675,10 @@ def _write(run: _Run) -> None:
         head=run.listing.head or "", repo_root=str(run.listing.root), built_at=_utc_now(),
         chunker=run.stamp, config_backend=backend, config_model=model,
         last_run="force" if run.force else "incremental")
+    for name, head in run.listing.heads.items():
+        if name != DEFAULT_SOURCE:
+            run.changes.meta[_head_key(name)] = head
+            run.changes.meta[f"root:{name}"] = run.listing.roots[name]
     if run.changes.new_chunks or run.force:
         run.changes.meta["build_seconds"] = f"{report.seconds:.3f}"
     write_started = time.monotonic()
@@ -614,6 +686,28 @@ def _write(run: _Run) -> None:
     report.timings["write"] = time.monotonic() - write_started
     report.seconds = time.monotonic() - run.started
     report.wrote = True
+
+
+def _cached_links(cache: dict, source: str, entries: list[_Entry], root: Path) -> dict:
+    if source not in cache:
+        from varaverk.note_links import link_titles
+
+        notes = [e for e in entries if e.source == source and not e.reason
+                 and e.kind in NOTE_KINDS]
+        cache[source] = link_titles((e.rel or e.path, e.kind, lambda e=e: _masked_text(root, e))
+                                    for e in notes)
+    return cache[source]
+
+
+def _masked_text(root: Path, entry: _Entry) -> str | None:
+    """A note's text as it is chunked (decoded, secrets masked), or None when unreadable.
+    Link titles come from it, so a secret in one note's title never enters another's text."""
+    data = _read(root, entry)[0]
+    decoded = sources.decode(data) if data is not None else None
+    if decoded is None or decoded.text is None:
+        return None
+    from varaverk.secret_patterns import mask_secrets
+    return mask_secrets(decoded.text).text
 
 
 def _reusable_vectors(idx: Index, pending: list) -> dict[int, list]:
@@ -640,7 +734,7 @@ def _skip_read(changes: IndexChanges, report: IndexReport, entry: _Entry, st, sh
     report.skipped.append((entry.path, reason))
     changes.replace_chunks_of.append(entry.path)
     changes.file_rows.append(FileRow(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,
-                                     "skipped", reason, 0, encoding))
+                                     "skipped", reason, 0, encoding, entry.source))
 
 
 def _embed_all(emb, chunks: list, progress, report: IndexReport, expect=None):
@@ -770,17 +864,20 @@ def plan(settings, count_tokens: Callable[[str], int] | None = None, max_tokens:
         "files": [{"path", "kind", "chunks", "encoding"}], "skipped": [{"path", "kind",
         "reason"}], "chunks"}``.
     """
-    listing = sources.list_tracked(settings.ai_repo_root)
-    entries = _classify(listing, sources.KindMatcher.from_settings(settings))
+    listing, entries = _list_all(settings, sources.KindMatcher.from_settings(settings))
     kinds: dict[str, dict[str, int]] = {k: {"files": 0, "chunks": 0} for k in sources.KINDS}
     files, skipped = [], []
+    links: dict = {}
     for entry in entries:
         data, reason = (None, entry.reason) if entry.reason else _read(listing.root, entry)
         if data is not None:
-            decoded, chunks, reason = _decode_and_chunk(entry, data, count_tokens, max_tokens)
+            decoded, chunks, reason = _decode_and_chunk(
+                entry, data, count_tokens, max_tokens,
+                lambda e=entry: _cached_links(links, e.source, entries, listing.root))
         if reason:
             skipped.append({"path": entry.path, "kind": entry.kind, "reason": reason})
             continue
+        kinds.setdefault(entry.kind, {"files": 0, "chunks": 0})
         kinds[entry.kind]["files"] += 1
         kinds[entry.kind]["chunks"] += len(chunks)
         files.append({"path": entry.path, "kind": entry.kind, "chunks": len(chunks),
@@ -797,7 +894,8 @@ def status(settings) -> dict[str, Any]:
     read, nothing is written, no server contacted).
 
     Returns:
-        ``Index.status()`` plus ``"repository": {"root", "head", "tracked"}`` and
+        ``Index.status()`` plus ``"sources"`` (a list, one row per configured source, see
+        ``_source_status``), ``"repository": {"root", "head", "tracked"}`` and
         ``"behind": {"head_moved", "stored_head", "changed", "added", "removed",
         "embedder_changed", "configured_embedder", "behind"}`` (path lists; embedder_changed:
         the settings name another embedder than built the index, so ``--force`` is needed).
@@ -809,10 +907,9 @@ def status(settings) -> dict[str, Any]:
         info = idx.status()
         states = idx.file_states()
     meta = info["meta"]
-    listing = sources.list_tracked(settings.ai_repo_root)
-    entries = _classify(listing, sources.KindMatcher.from_settings(settings))
+    listing, entries = _list_all(settings, sources.KindMatcher.from_settings(settings))
     changed, added, removed = _differences(entries, states)
-    head_moved = (listing.head or "") != meta.get("head", "")
+    head_moved = _heads_moved(listing, meta)
     # The settings name another embedder than the one that built the index: a refresh would
     # be refused (B20) until --force.
     embedder_changed = bool(meta.get("embed_backend")) and \
@@ -825,4 +922,30 @@ def status(settings) -> dict[str, Any]:
                       "configured_embedder": "/".join(p for p in _config_key(settings) if p),
                       "behind": bool(head_moved or changed or added or removed
                                      or embedder_changed)}
+    info["sources"] = _source_status(listing, entries, info.get("sources") or {}, meta,
+                                     (changed, added, removed))
     return info
+
+
+def _source_status(listing: _Listed, entries: list[_Entry], stored: dict, meta: dict,
+                   differences: tuple[list[str], list[str], list[str]]) -> list[dict]:
+    """One row per configured source: ``{"name", "type", "root", "head", "tracked", "files",
+    "skipped", "chunks", "behind"}`` (counts from the index; ``behind``: HEAD moved or a path
+    of this source changed, was added or removed)."""
+    moved = {p for paths in differences for p in paths}
+    rows = []
+    for spec in listing.specs:
+        mine = [e for e in entries if e.source == spec.name]
+        counts = stored.get(spec.name, {"files": 0, "skipped": 0, "chunks": 0})
+        behind = listing.heads[spec.name] != meta.get(_head_key(spec.name), "") or any(
+            e.path in moved for e in mine) or any(
+            _stored_source(p, listing) == spec.name for p in differences[2])
+        rows.append({"name": spec.name, "type": spec.type, "root": listing.roots[spec.name],
+                     "head": listing.heads[spec.name] or None, "tracked": len(mine), **counts,
+                     "behind": bool(behind)})
+    return rows
+
+
+def _stored_source(path: str, listing: _Listed) -> str:
+    from varaverk.named_sources import source_of_path
+    return source_of_path(path, [s.name for s in listing.specs])

@@ -47,6 +47,10 @@ class Profile:
         capabilities: the capabilities this profile holds (a frozenset of names above).
         escalates_to: the profile a question is handed to when retrieval finds confident
             matches (only ``chat`` escalates, to ``varaverk``); None for the others.
+        source_types: the types of source (``named_sources``: repo, notes, chats) it
+            retrieves from unless the request names a source.
+        notes_escalation: where ``chat`` hands a question whose best match is in the
+            operator's notes or chats (``notes``); None: always ``escalates_to``.
     """
 
     name: str
@@ -54,6 +58,8 @@ class Profile:
     history_turns: int
     capabilities: frozenset[str]
     escalates_to: str | None = None
+    source_types: tuple[str, ...] = ("repo",)
+    notes_escalation: str | None = None
 
     @property
     def retrieves(self) -> bool:
@@ -87,7 +93,12 @@ PROFILES: dict[str, Profile] = {
         Profile("varaverk", "Varaverk (answers from the docs)", 3, frozenset({RETRIEVAL})),
         # No capabilities, deliberately: a guarantee, not an oversight. It may be *handed* to
         # varaverk when the index holds confident matches; it never retrieves itself.
-        Profile("chat", "Chat (general, no access)", 8, frozenset(), escalates_to="varaverk"),
+        Profile("chat", "Chat (general, no access)", 8, frozenset(), escalates_to="varaverk",
+                source_types=("repo", "notes", "chats"), notes_escalation="notes"),
+        # The operator's own notes and chats (AI_SOURCES of type notes and chats), with the
+        # same citation and "not covered" rules as varaverk.
+        Profile("notes", "Notes (answers from your notes and chats)", 3, frozenset({RETRIEVAL}),
+                source_types=("notes", "chats")),
         Profile("code", "Code (drafts shell, scanned)", 4, frozenset({CODE_SCANNING})),
         Profile("troubleshoot", "Troubleshoot (log first)", 2,
                 frozenset({SCOPED_LOG, RETRIEVAL, LIVE_HEALTH, RUN_EVIDENCE, INCIDENTS,

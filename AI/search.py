@@ -115,6 +115,7 @@ class Hit:
             "path": c.path, "kind": c.kind, "section": c.section, "title": c.title,
             "start_line": c.start_line, "end_line": c.end_line,
             "score": round(float(self.score), 6), "text": c.text,
+            "source": getattr(c, "source", "repo"),
         }
 
 
@@ -299,6 +300,19 @@ def _name_bonus(norm_names: list[str], title: str, text: str) -> tuple[float, bo
     return 0.0, False
 
 
+def _source_set(sources: Iterable[str] | str | None) -> frozenset[str] | None:
+    """A source filter as a set of names (None: no filter)."""
+    if sources is None:
+        return None
+    return frozenset([sources] if isinstance(sources, str) else sources)
+
+
+def _table_sources(table) -> np.ndarray:
+    """The vector table's per-row source names (``repo`` for a table made without them)."""
+    found = getattr(table, "sources", None)
+    return np.asarray(found if found is not None else ["repo"] * len(table.ids), dtype=str)
+
+
 @dataclass
 class _Query:
     """The state of one search call (never shared between calls or threads)."""
@@ -320,6 +334,7 @@ class _Query:
     lex_of: dict[int, float] = field(default_factory=dict)
     boosted_section: str | None = None
     norm_names: list[str] = field(default_factory=list)
+    sources: frozenset[str] | None = None     # source names kept (None: every source)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -419,18 +434,22 @@ class Retriever:
                         cache.bm25 = False  # type: ignore[assignment]
         return cache.bm25 or None
 
-    def _mask(self, cache: _TableCache, kind: str | None, section: str | None) -> np.ndarray:
+    def _mask(self, cache: _TableCache, kind: str | None, section: str | None,
+              sources: frozenset[str] | None = None) -> np.ndarray:
         mask = cache.valid.copy()
         if kind:
             mask &= np.asarray(cache.table.kinds) == kind
         if section:
             mask &= cache.sections_upper == section.strip().upper()
+        if sources is not None:
+            mask &= np.isin(_table_sources(cache.table), sorted(sources))
         return mask
 
     # -- search ---------------------------------------------------------------------------
 
     def search(self, query: str, k: int, kind: str | None = None,
-               section: str | None = None) -> list[Hit]:
+               section: str | None = None, sources: Iterable[str] | str | None = None
+               ) -> list[Hit]:
         """The k best chunks for ``query``, best first.
 
         Args:
@@ -438,15 +457,18 @@ class Retriever:
             k: how many hits (≥ 1).
             kind: hard filter on the chunk kind (header|readme|manual|template|doc|...).
             section: hard filter on the section name (case-insensitive).
+            sources: hard filter on the chunk's source: a name (``repo``, ``vault``) or a
+                collection of names; None keeps every source.
 
         Returns:
             Up to k Hits; fewer when the filters leave fewer chunks. Empty for an empty index.
         """
+        wanted = _source_set(sources)
         # Per-call values live in a _Query: the dock shares one Retriever between threads.
         cache = self._table()
         q = _Query(text=query, k=max(1, int(k)), kind=kind, section=section, cache=cache,
-                   mask=self._mask(cache, kind, section), names=exact_names(query),
-                   unknown=tuple(self._unknown_names(query, cache)))
+                   mask=self._mask(cache, kind, section, wanted), names=exact_names(query),
+                   unknown=tuple(self._unknown_names(query, cache)), sources=wanted)
         q.pool = max(POOL, q.k * 3)
         self._dense(q)
         if self.mode in ("hybrid", "lexical"):
@@ -543,7 +565,7 @@ class Retriever:
         cache = q.cache
         row = cache.row_of.get(cid) if have_labels else None
         if row is None:
-            if chunk is None or not self._passes(chunk, q.kind, q.section):
+            if chunk is None or not self._passes(chunk, q.kind, q.section, q.sources):
                 return None
             label, sec = chunk, (chunk.section or "").upper()
         else:
@@ -720,8 +742,11 @@ class Retriever:
         return {c.id: c for c in self.index.get_chunks(ids)} if ids else {}
 
     @staticmethod
-    def _passes(chunk, kind: str | None, section: str | None) -> bool:
+    def _passes(chunk, kind: str | None, section: str | None,
+                sources: frozenset[str] | None = None) -> bool:
         if kind and chunk.kind != kind:
+            return False
+        if sources is not None and getattr(chunk, "source", "repo") not in sources:
             return False
         if section and (chunk.section or "").upper() != section.strip().upper():
             return False
@@ -881,5 +906,6 @@ def citations(hits: Iterable[Hit]) -> list[dict]:
         seen.add(c.id)
         out.append({"citation": c.citation, "path": c.path, "section": c.section,
                     "title": c.title, "start_line": c.start_line, "end_line": c.end_line,
-                    "score": round(float(h.score), 6), "text": c.text})
+                    "score": round(float(h.score), 6), "text": c.text,
+                    "source": getattr(c, "source", "repo")})
     return out

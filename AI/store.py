@@ -42,7 +42,7 @@ from varaverk.chunking import Chunk
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
 
 
@@ -81,6 +81,7 @@ class VectorTable(NamedTuple):
         excluded: ids of stored rows left out (zero, non-finite or wrong-length vectors, B19).
         titles: the chunk titles, ``(n,)`` str array aligned with ``ids`` (search ranks on
             them before reading any chunk text).
+        sources: the chunks' source names, ``(n,)`` str array aligned with ``ids``.
     """
 
     ids: "np.ndarray"
@@ -92,6 +93,7 @@ class VectorTable(NamedTuple):
     model: str
     excluded: tuple[int, ...] = ()
     titles: "np.ndarray | None" = None
+    sources: "np.ndarray | None" = None
 
 
 def describe_embedder(backend: str, model: str, dimension: int | str | None) -> str:
@@ -112,6 +114,10 @@ def mismatch_message(stored: dict, backend: str, model: str, dimension: int | No
 # ---------------------------------------------------------------------------------------------
 # Migrations: numbered, applied in order, each recorded once with its time.
 # ---------------------------------------------------------------------------------------------
+
+# What FTS5 indexes as a chunk's context column: the context, then its keywords (if any).
+_FTS_CONTEXT = ("CASE WHEN {row}.keywords = '' THEN {row}.context "
+                "ELSE {row}.context || char(10) || {row}.keywords END")
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial", f"""
@@ -156,6 +162,40 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             INSERT INTO chunks_fts(chunks_fts, rowid, context, text)
             VALUES ('delete', old.id, old.context, old.text);
             INSERT INTO chunks_fts(rowid, context, text) VALUES (new.id, new.context, new.text);
+        END;
+    """),
+    # Sources (AI_SOURCES): every file and chunk names its source; chunks gain lexical-only
+    # keywords (note tags and aliases), indexed by FTS5 with the context but never embedded.
+    # FTS5 reads its content through a view so that the stored context stays what was embedded.
+    (2, "sources and keywords", f"""
+        ALTER TABLE files ADD COLUMN source TEXT NOT NULL DEFAULT 'repo';
+        ALTER TABLE chunks ADD COLUMN source TEXT NOT NULL DEFAULT 'repo';
+        ALTER TABLE chunks ADD COLUMN keywords TEXT NOT NULL DEFAULT '';
+        CREATE INDEX chunks_source ON chunks(source);
+        DROP TRIGGER chunks_ai;
+        DROP TRIGGER chunks_ad;
+        DROP TRIGGER chunks_au;
+        DROP TABLE chunks_fts;
+        CREATE VIEW chunks_fts_content AS SELECT id, {_FTS_CONTEXT.format(row="chunks")} AS context,
+            text FROM chunks;
+        CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            context, text, content='chunks_fts_content', content_rowid='id',
+            tokenize="{FTS_TOKENIZE}"
+        );
+        INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild');
+        CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+            INSERT INTO chunks_fts(rowid, context, text)
+            VALUES (new.id, {_FTS_CONTEXT.format(row="new")}, new.text);
+        END;
+        CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, context, text)
+            VALUES ('delete', old.id, {_FTS_CONTEXT.format(row="old")}, old.text);
+        END;
+        CREATE TRIGGER chunks_au AFTER UPDATE ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, context, text)
+            VALUES ('delete', old.id, {_FTS_CONTEXT.format(row="old")}, old.text);
+            INSERT INTO chunks_fts(rowid, context, text)
+            VALUES (new.id, {_FTS_CONTEXT.format(row="new")}, new.text);
         END;
     """),
 ]
@@ -396,7 +436,7 @@ class Index:
             meta = self.meta()
             dim = int(meta.get("embed_dimension") or 0)
             rows = self._conn.execute(
-                "SELECT id, kind, section, vec, title FROM chunks ORDER BY id").fetchall()
+                "SELECT id, kind, section, vec, title, source FROM chunks ORDER BY id").fetchall()
         width = dim * 4
         good = [r for r in rows if dim and len(r[3]) == width]
         excluded = [r[0] for r in rows if not (dim and len(r[3]) == width)]
@@ -422,6 +462,7 @@ class Index:
             model=meta.get("embed_model", ""),
             excluded=tuple(sorted(excluded)),
             titles=np.array([r[4] for r in good], dtype=str),
+            sources=np.array([r[5] for r in good], dtype=str),
         )
         with self._lock:
             self._vectors, self._vectors_generation = table, gen
@@ -521,7 +562,8 @@ class Index:
         (indexed kinds), ``chunks`` (total), ``skipped`` (``[{"path", "kind", "reason"}]``),
         ``partial`` (files with chunks that failed to embed, same shape), ``masked`` (indexed
         files whose secret-looking values were masked, same shape; the reason names the
-        lines), ``tracked`` (rows in ``files``).
+        lines), ``tracked`` (rows in ``files``), ``sources`` (``{source name: {"files",
+        "skipped", "chunks"}}``).
         """
         with self._lock:
             conn = self._conn
@@ -537,13 +579,20 @@ class Index:
                 "SELECT path, kind, reason FROM files WHERE status = 'indexed' AND reason != ''"
                 " ORDER BY path")]
             meta = dict(conn.execute("SELECT key, value FROM meta"))
+            by_source: dict[str, dict[str, int]] = {}
+            for src, status, n in conn.execute(
+                    "SELECT source, status, count(*) FROM files GROUP BY source, status"):
+                entry = by_source.setdefault(src, {"files": 0, "skipped": 0, "chunks": 0})
+                entry["skipped" if status == "skipped" else "files"] += n
+            for src, n in conn.execute("SELECT source, count(*) FROM chunks GROUP BY source"):
+                by_source.setdefault(src, {"files": 0, "skipped": 0, "chunks": 0})["chunks"] = n
         size = sum(os.path.getsize(p) for p in (self.path, Path(str(self.path) + "-wal"))
                    if os.path.exists(p))
         return {
             "path": str(self.path), "size_bytes": size, "meta": meta, "files": files,
             "tracked": sum(files.values()), "files_by_kind": files_by_kind,
             "chunks_by_kind": chunks_by_kind, "chunks": sum(chunks_by_kind.values()),
-            "skipped": skipped, "partial": partial, "masked": masked,
+            "skipped": skipped, "partial": partial, "masked": masked, "sources": by_source,
         }
 
     # -- writing ------------------------------------------------------------------------------
@@ -585,7 +634,8 @@ class Index:
                                     f"{len(blob) // 4} dims) — the embedder changed mid-run")
             rows.append((chunk.path, chunk.kind, chunk.section, chunk.title, chunk.start_line,
                          chunk.end_line, chunk.part, chunk.text, chunk.context,
-                         json.dumps(chunk.meta, default=str, ensure_ascii=False), blob))
+                         json.dumps(chunk.meta, default=str, ensure_ascii=False), blob,
+                         chunk.source, chunk_keywords(chunk)))
         if rows and meta.get("embed_backend"):
             # Never mix: new vectors must come from the model (and length) already stored.
             backend, model, _ = ch.embedder or ("?", "?", None)
@@ -605,12 +655,12 @@ class Index:
                 conn.execute("DELETE FROM meta WHERE key = ?", (key,))
         conn.executemany(
             "INSERT INTO chunks (path, kind, section, title, start_line, end_line, part, text,"
-            " context, meta, vec) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
+            " context, meta, vec, source, keywords) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
         conn.executemany(
             "INSERT OR REPLACE INTO files (path, kind, size, mtime_ns, sha256, status, reason,"
-            " chunk_count, encoding) VALUES (?,?,?,?,?,?,?,?,?)",
+            " chunk_count, encoding, source) VALUES (?,?,?,?,?,?,?,?,?,?)",
             [(f.path, f.kind, f.size, f.mtime_ns, f.sha256, f.status, f.reason, f.chunk_count,
-              f.encoding) for f in ch.file_rows])
+              f.encoding, f.source) for f in ch.file_rows])
         updates = dict(ch.meta)
         if ch.embedder is not None and (rows or ch.replace_all or not meta.get("embed_backend")):
             backend, model, dim = ch.embedder
@@ -650,6 +700,7 @@ class FileRow(NamedTuple):
     reason: str = ""
     chunk_count: int = 0
     encoding: str = ""
+    source: str = "repo"
 
 
 @dataclass
@@ -677,18 +728,29 @@ class IndexChanges:
 
 
 # The columns ``_stored`` turns into a StoredChunk, in its order.
-_CHUNK_COLUMNS = "id, path, kind, section, title, start_line, end_line, part, text, context, meta"
+_CHUNK_COLUMNS = ("id, path, kind, section, title, start_line, end_line, part, text, context,"
+                  " meta, source")
+
+
+def chunk_keywords(chunk: Chunk) -> str:
+    """The lexical-only keywords of a chunk: its ``meta["keywords"]`` (tags, aliases) joined by
+    spaces; ``""`` when it has none."""
+    words = chunk.meta.get("keywords") if isinstance(chunk.meta, dict) else None
+    if not words:
+        return ""
+    return " ".join(str(w) for w in words if str(w).strip())
 
 
 def _stored(row: Iterable[Any]) -> StoredChunk:
     import json
-    (cid, path, kind, section, title, start, end, part, text, context, meta) = row
+    (cid, path, kind, section, title, start, end, part, text, context, meta, source) = row
     try:
         meta_dict = json.loads(meta) if meta and meta != "{}" else {}
     except ValueError:
         meta_dict = {}
     return StoredChunk(path=path, kind=kind, section=section, title=title, start_line=start,
-                       end_line=end, text=text, context=context, part=part, meta=meta_dict, id=cid)
+                       end_line=end, text=text, context=context, part=part, meta=meta_dict,
+                       source=source, id=cid)
 
 
 def _varint_sum(blob: bytes) -> int:

@@ -72,8 +72,21 @@ def status():
         "repo_head": head,
         "behind": bool(head and built_head and head != built_head),
         "size_bytes": raw.get("size_bytes"),
+        "sources": _sources(settings, raw.get("sources") or {}),
     }
     return jsonify(info)
+
+
+def _sources(settings: Settings, stored: dict) -> list[dict]:
+    """One row per configured source: ``{"name", "type", "files", "chunks", "skipped"}``."""
+    from varaverk.named_sources import all_sources
+    try:
+        specs = all_sources(settings)
+    except ValueError:  # load_settings validated AI_SOURCES; a hand-made Settings may not
+        specs = []
+    empty = {"files": 0, "chunks": 0, "skipped": 0}
+    return [{"name": s.name, "type": s.type, **{**empty, **stored.get(s.name, {})}}
+            for s in specs]
 
 
 @bp.get("/api/tokens")

@@ -143,9 +143,38 @@
       } else {
         li.appendChild(sum);
       }
+      if (s.path) li.appendChild(similarButton(s));
       list.appendChild(li);
     });
     parts.sources.appendChild(list);
+  }
+
+  // "similar": the nearest sections from other files, listed under the source (no model).
+  function similarButton(s) {
+    const wrap = el("div", "similar");
+    const btn = el("button", "similar-btn", "similar");
+    btn.type = "button";
+    btn.title = "sections like this one, from other files";
+    btn.addEventListener("click", async () => {
+      btn.disabled = true;
+      const target = s.path + (s.title ? "#" + s.title : "");
+      const out = el("ul", "similar-list");
+      try {
+        const r = await apiJson("/api/similar?k=5&target=" + encodeURIComponent(target));
+        if (!r.results.length) out.appendChild(el("li", "muted", "nothing similar"));
+        r.results.forEach((h) => {
+          const item = el("li", "similar-item", h.citation);
+          item.title = h.text;
+          item.appendChild(el("span", "score", Number(h.score).toFixed(3)));
+          out.appendChild(item);
+        });
+      } catch (e) {
+        out.appendChild(el("li", "warn", "similar: " + e.message));
+      }
+      wrap.replaceChildren(out);
+    });
+    wrap.appendChild(btn);
+    return wrap;
   }
 
   function renderFindings(parts, findings) {
@@ -444,6 +473,10 @@
     if (built) kv(dl, "built", String(built).replace("T", " ").replace(/\.\d+/, "").replace("+00:00", "Z"));
     kv(dl, "repository", s.behind ? "index is behind HEAD — run ai-index" : "up to date",
        s.behind ? "warn" : "ok");
+    if (s.sources && s.sources.length > 1) {
+      s.sources.forEach((src) => kv(dl, "source " + src.name,
+        src.type + ": " + fmtNum(src.files) + " files, " + fmtNum(src.chunks) + " chunks"));
+    }
   }
 
   function tokenCell(period) {

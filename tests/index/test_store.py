@@ -41,11 +41,12 @@ def idx(tmp_path):
 def test_schema_wal_and_migrations(tmp_path, idx):
     conn = sqlite3.connect(idx.path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert conn.execute("SELECT version, name FROM schema_migrations").fetchall() == [(1, "initial")]
-    assert idx.meta()["schema_version"] == "1"
+    assert conn.execute("SELECT version, name FROM schema_migrations").fetchall() == [
+        (1, "initial"), (2, "sources and keywords")]
+    assert idx.meta()["schema_version"] == "2"
     conn.close()
     with Index.open(idx.path) as again:  # reopening applies nothing twice
-        assert again.meta()["schema_version"] == "1"
+        assert again.meta()["schema_version"] == "2"
 
 
 def test_readonly_open_of_missing_index_raises(tmp_path):

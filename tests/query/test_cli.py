@@ -17,7 +17,7 @@ MAIN = Path(__file__).resolve().parents[2]
 ENTRY = MAIN / "AI" / "ai_query.py"
 MOVER = "what stops rsync and the mover running at once"
 RESULT_KEYS = {"path": str, "kind": str, "section": str, "title": str, "start_line": int,
-               "end_line": int, "score": float, "text": str}
+               "end_line": int, "score": float, "text": str, "source": str}
 
 
 def run(settings, *args, enabled=True, timeout=300):
@@ -63,7 +63,7 @@ def test_search_json_schema(hl_settings):
     data = json.loads(out.stdout)
     assert data["query"] == MOVER and data["mode"] == "search"
     assert data["filters"] == {"kind": "header", "section": "OPERATIONAL SAFEGUARDS", "k": 3,
-                               "profile": "varaverk"}
+                               "profile": "varaverk", "source": None}
     assert data["confident"] is True
     assert len(data["results"]) == 3
     for r in data["results"]:
