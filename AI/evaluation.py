@@ -240,30 +240,19 @@ def windows(text: str, size: int = WINDOW, overlap: int = OVERLAP) -> list[str]:
     return out
 
 
-def baseline_setup(repo_root: Path, embedder, cache_dir: Path | None = None) -> Setup:
+def baseline_setup(repo_root: Path, embedder, cache_dir: Path | None = None,
+                   extra_sources: Iterable[Any] = ()) -> Setup:
     """The naive baseline: 1,000/100-character windows over every tracked text file, dense.
 
     Every ``git ls-files`` path that decodes as UTF-8 (binary files skipped) is windowed; the
     windows are embedded with ``embedder`` (cached in ``cache_dir`` by content hash, so a second
-    run costs nothing) and scored by cosine similarity.
+    run costs nothing) and scored by cosine similarity. ``extra_sources``: the
+    ``named_sources.SourceSpec`` of AI_SOURCES, windowed too under their stored paths
+    (``vault:notes/x.md``), so the baseline sees what the index sees.
     """
-    from varaverk.sources import list_tracked
-
-    listing = list_tracked(repo_root)
-    items: list[tuple[str, str]] = []
-    for rel in _tracked_paths(listing):
-        try:
-            raw = (Path(repo_root) / rel).read_bytes()
-        except OSError:
-            continue
-        if b"\0" in raw[:8192]:
-            continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        for piece in windows(text):
-            items.append((rel, piece))
+    items: list[tuple[str, str]] = _windows_of(Path(repo_root), lambda rel: rel)
+    for spec in extra_sources:
+        items.extend(_windows_of(spec.root, spec.stored_path))
     digest = hashlib.sha256()
     digest.update(f"{embedder.backend}/{embedder.model}".encode())
     for rel, piece in items:
@@ -292,6 +281,26 @@ def baseline_setup(repo_root: Path, embedder, cache_dir: Path | None = None) -> 
         rows = top_k(dense_scores(matrix, q), k, valid)
         return [items[r] for r in rows], None
     return Setup("baseline", search)
+
+
+def _windows_of(root: Path, stored_path) -> list[tuple[str, str]]:
+    """``(stored path, window)`` for every tracked UTF-8 text file of one work tree."""
+    from varaverk.sources import list_tracked
+
+    items: list[tuple[str, str]] = []
+    for rel in _tracked_paths(list_tracked(root)):
+        try:
+            raw = (Path(root) / rel).read_bytes()
+        except OSError:
+            continue
+        if b"\0" in raw[:8192]:
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        items.extend((stored_path(rel), piece) for piece in windows(text))
+    return items
 
 
 def _tracked_paths(listing) -> list[str]:

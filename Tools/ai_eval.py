@@ -65,6 +65,9 @@
 # RUNTIME MODES
 #   ai-eval QA.jsonl=REPO [QA.jsonl=REPO ...]
 #     Index each repository (if needed) and print a table per corpus, then the macro average.
+#   ai-eval QA.jsonl=REPO,NAME=TYPE:PATH,...
+#     A corpus with sources beside its repository (AI_SOURCES for that corpus only), e.g. the
+#     tests' notes corpus made by python -m tests.notes.corpus DEST.
 #   ai-eval --repo PATH QUESTIONS.jsonl
 #     One corpus (a question file without =REPO uses --repo, else AI_REPO_ROOT).
 #   --shapes
@@ -127,8 +130,10 @@ def build_setups(settings, index, embedder, setups: list[str]) -> dict:
     built = {}
     for name in setups:
         if name == "baseline":
+            from varaverk.named_sources import all_sources
             built[name] = baseline_setup(settings.ai_repo_root, embedder,
-                                         settings.ai_data_dir / "cache")
+                                         settings.ai_data_dir / "cache",
+                                         all_sources(settings)[1:])
         elif name in ("dense", "lexical"):
             built[name] = retriever_setup(name, Retriever(settings, index, embedder, mode=name))
         elif name == "ours":
@@ -181,29 +186,35 @@ def evaluate(settings, questions_path: str, setups: list[str], rewrite: str = "f
     return report
 
 
-def parse_corpora(specs: list[str], default_repo: Path) -> list[tuple[Path, Path]]:
-    """``QA.jsonl=REPO`` (or ``QA.jsonl``, meaning ``default_repo``) as (questions, repo)
-    pairs, repositories resolved. Raises ValueError naming a pair whose repository is not a
-    git repository or whose question file is missing."""
+def parse_corpora(specs: list[str], default_repo: Path) -> list[tuple[Path, Path, tuple]]:
+    """``QA.jsonl=REPO`` (or ``QA.jsonl``, meaning ``default_repo``) as (questions, repo,
+    sources) triples, repositories resolved; ``REPO,NAME=TYPE:PATH,...`` adds AI_SOURCES for
+    that corpus only (a notes corpus: ``notes-qa.jsonl=REPO,vault=notes:/tmp/vault``).
+    Raises ValueError naming a pair whose repository is not a git repository, whose
+    question file is missing or whose sources are not NAME=TYPE:PATH."""
+    from varaverk.named_sources import parse_sources
+
     out = []
     for spec in specs:
-        qa, sep, repo = spec.partition("=")
+        qa, sep, rest = spec.partition("=")
+        repo, *extra = rest.split(",")
+        parse_sources(extra)
         repo_path = Path(repo).resolve() if sep else default_repo
         if not Path(qa).is_file():
             raise ValueError(f"{qa}: no such question file")
         if not (repo_path / ".git").exists():
             raise ValueError(f"{repo_path} is not a git repository (make one from a folder "
                              f"with git init && git add -A && git commit)")
-        out.append((Path(qa), repo_path))
+        out.append((Path(qa), repo_path, tuple(extra)))
     return out
 
 
-def _data_dirs(corpora: list[tuple[Path, Path]], root: Path) -> list[Path]:
+def _data_dirs(corpora: list[tuple[Path, Path, tuple]], root: Path) -> list[Path]:
     """One index folder per corpus under ``root``, named after its repository (and the
     question file when two corpora share a repository name)."""
-    names = [repo.name for _, repo in corpora]
+    names = [repo.name for _, repo, _ in corpora]
     return [root / (name if names.count(name) == 1 else f"{name}-{qa.stem}")
-            for name, (qa, _) in zip(names, corpora)]
+            for name, (qa, _, _) in zip(names, corpora)]
 
 
 def pooled_not_covered(reports: list[dict], setup: str) -> dict | None:
@@ -218,7 +229,7 @@ def pooled_not_covered(reports: list[dict], setup: str) -> dict | None:
             "caught": sum(1 for o in una if o["answered"] is False), "unanswerable": len(una)}
 
 
-def run(settings, corpora: list[tuple[Path, Path]], root: Path, setups: list[str],
+def run(settings, corpora: list[tuple[Path, Path, tuple]], root: Path, setups: list[str],
         rewrite: str, verbose: bool) -> dict:
     """Evaluate every corpus with one cached embedder; returns {"corpora", "macro"}."""
     from varaverk.embedding import make_embedder
@@ -227,9 +238,9 @@ def run(settings, corpora: list[tuple[Path, Path]], root: Path, setups: list[str
 
     reports = []
     with CachingEmbedder(make_embedder(settings), root / "vectors.sqlite") as embedder:
-        for (qa, repo), data in zip(corpora, _data_dirs(corpora, root)):
+        for (qa, repo, extra), data in zip(corpora, _data_dirs(corpora, root)):
             corpus = settings.replace(ai_repo_root=repo, ai_data_dir=data.resolve(),
-                                      ai_enabled=True)
+                                      ai_enabled=True, ai_sources=extra)
             reports.append(evaluate(corpus, str(qa), setups, rewrite, verbose, embedder))
         log.info("vector cache: %d hits, %d embedded", embedder.hits, embedder.misses)
     macro = {name: macro_average([r["setups"][name] for r in reports]) for name in setups}

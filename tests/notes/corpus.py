@@ -183,3 +183,13 @@ def sources_value(paths: dict[str, Path]) -> tuple[str, ...]:
     """``AI_SOURCES`` items for ``make_notes_sources``' folders."""
     return (f"vault=notes:{paths['vault']}", f"roam=notes:{paths['roam']}",
             f"chats=chats:{paths['chats']}")
+
+REPO_README = "# Harbor\n\n## Layout\nThe NAS holds the media library and the backups.\n"
+
+
+def make_eval_corpus(dest: Path) -> str:
+    """A repository and the three notes sources under ``dest``; returns the ``ai-eval``
+    corpus argument ``notes-qa.jsonl=REPO,vault=notes:…,roam=notes:…,chats=chats:…``."""
+    repo = make_repo(dest / "repo", {"README.md": REPO_README})
+    paths = make_notes_sources(dest)
+    return f"{QUESTIONS}={repo}," + ",".join(sources_value(paths))

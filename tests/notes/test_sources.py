@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from tests.index.conftest import cli_env, embed_inputs, make_settings
-from tests.notes.corpus import CANARY, make_notes_sources, sources_value
+from tests.notes.corpus import CANARY, REPO_README, make_notes_sources, sources_value
 from tests.support.repos import git, make_repo
 from varaverk import indexer
 from varaverk.config import ConfigError, load_settings
@@ -19,7 +19,7 @@ from varaverk.named_sources import parse_sources
 from varaverk.search import Retriever
 from varaverk.store import Index
 
-REPO_README = "# Harbor\n\n## Layout\nThe NAS holds the media library and the backups.\n"
+
 
 
 @pytest.fixture
