@@ -95,14 +95,14 @@ PROFILES: dict[str, Profile] = {
         # varaverk when the index holds confident matches; it never retrieves itself.
         Profile("chat", "Chat (general, no access)", 8, frozenset(), escalates_to="varaverk",
                 source_types=("repo", "notes", "chats"), notes_escalation="notes"),
-        # The operator's own notes and chats (AI_SOURCES of type notes and chats), with the
-        # same citation and "not covered" rules as varaverk.
-        Profile("notes", "Notes (answers from your notes and chats)", 3, frozenset({RETRIEVAL}),
-                source_types=("notes", "chats")),
         Profile("code", "Code (drafts shell, scanned)", 4, frozenset({CODE_SCANNING})),
         Profile("troubleshoot", "Troubleshoot (log first)", 2,
                 frozenset({SCOPED_LOG, RETRIEVAL, LIVE_HEALTH, RUN_EVIDENCE, INCIDENTS,
                            CONF_LOOKUP, BUG_FILING})),
+        # The operator's own notes and chats (AI_SOURCES of type notes and chats), with the
+        # same citation and "not covered" rules as varaverk.
+        Profile("notes", "Notes (answers from your notes and chats)", 3, frozenset({RETRIEVAL}),
+                source_types=("notes", "chats")),
     )
 }
 DEFAULT_PROFILE = "varaverk"

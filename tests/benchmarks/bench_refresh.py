@@ -6,9 +6,11 @@ settings, opening the index and comparing stored sizes and mtimes. Target: ≤ 1
 
 The index is built first with the fake model server (the backend never matters to a no-op run,
 which never builds an embedder; the server is stopped before timing to prove it). Use
-``--local`` to build it with the offline embedder instead (slower).
+``--local`` to build it with the offline embedder instead (slower). ``--sources`` adds a second
+index of harborlab plus three ``AI_SOURCES`` (the tests' vault, org-roam folder and chats) and
+times its no-op refresh beside the one-source run: three more ``git ls-files`` and their stats.
 
-    python -m tests.benchmarks.bench_refresh [--runs 30] [--local]
+    python -m tests.benchmarks.bench_refresh [--runs 30] [--local] [--sources]
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--local", action="store_true", help="build with the offline embedder")
+    parser.add_argument("--sources", action="store_true",
+                        help="also time a no-op refresh with three notes and chats sources")
     args = parser.parse_args()
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -82,6 +86,13 @@ def main() -> int:
         subprocess.run([py, str(ROOT / "AI" / "ai_index.py"), "-q"], env=env, cwd=repo, check=True)
         print(f"built the index in {time.perf_counter() - t0:.1f} s "
               f"({'offline embedder' if args.local else 'fake Ollama server'})")
+        env3 = None
+        if args.sources:
+            from tests.notes.corpus import make_notes_sources, sources_value
+            env3 = dict(env, AI_DATA_DIR=str(tmp / "data3"),
+                        AI_SOURCES=" ".join(sources_value(make_notes_sources(tmp / "notes"))))
+            subprocess.run([py, str(ROOT / "AI" / "ai_index.py"), "-q"], env=env3, cwd=repo,
+                           check=True)
         if server is not None:
             server.stop()  # a no-op run must not need it
 
@@ -93,16 +104,19 @@ def main() -> int:
         print(f"heavy modules imported by a no-op run: {heavy}")
 
         cmds = {
-            "floor (python -c + git ls-files -z + lstat)": [py, "-c", FLOOR],
-            "python AI/ai_index.py (no-op)": [py, str(ROOT / "AI" / "ai_index.py"), "-q"],
-            "ai-index console script (no-op)": [str(Path(py).parent / "ai-index"), "-q"],
+            "floor (python -c + git ls-files -z + lstat)": ([py, "-c", FLOOR], env),
+            "python AI/ai_index.py (no-op)": ([py, str(ROOT / "AI" / "ai_index.py"), "-q"], env),
+            "ai-index console script (no-op)": ([str(Path(py).parent / "ai-index"), "-q"], env),
         }
-        for cmd in cmds.values():  # warm the page cache and .pyc files
-            _time(cmd, env, repo, 2)
+        if env3 is not None:
+            cmds["python AI/ai_index.py (no-op, 3 more sources)"] = (
+                [py, str(ROOT / "AI" / "ai_index.py"), "-q"], env3)
+        for cmd, cmd_env in cmds.values():  # warm the page cache and .pyc files
+            _time(cmd, cmd_env, repo, 2)
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
         for _ in range(args.runs):  # interleaved, so load changes hit every command alike
-            for name, cmd in cmds.items():
-                samples[name] += _time(cmd, env, repo, 1)
+            for name, (cmd, cmd_env) in cmds.items():
+                samples[name] += _time(cmd, cmd_env, repo, 1)
         first = samples[next(iter(cmds))]
         floor_wall = statistics.median(w for w, _ in first)
         floor_cpu = statistics.median(c for _, c in first)

@@ -32,11 +32,11 @@ def chat_files(settings):
 
 # ── profiles, status, tokens ────────────────────────────────────────────────────────────────
 
-def test_profiles_lists_the_four_with_their_grants(client):
+def test_profiles_lists_the_five_with_their_grants(client):
     body = client.get("/api/profiles").get_json()
     assert body["default"] == "varaverk"
     by_name = {p["name"]: p for p in body["profiles"]}
-    assert list(by_name) == ["varaverk", "chat", "code", "troubleshoot"]
+    assert list(by_name) == ["varaverk", "chat", "code", "troubleshoot", "notes"]
     assert by_name["chat"]["capabilities"] == [] and by_name["chat"]["retrieves"] is False
     assert by_name["chat"]["escalates_to"] == "varaverk"
     assert by_name["varaverk"]["history_turns"] == 3
