@@ -40,6 +40,10 @@
 #     one-line notice, so a question never ends with nothing.
 #
 # OPERATIONAL SAFEGUARDS
+#   No Raw Control Characters
+#     Human output shows control characters from documents and model output as escapes
+#     (\x1b), so an ESC/OSC sequence in a tracked file or an answer cannot set the clipboard,
+#     the window title or move the cursor; --json escapes them as JSON does.
 #   Generation Is Gated
 #     Asking a model requires AI_ENABLED=true; with it false, ai-query explains that and
 #     exits 0, and only --search runs, embedding the question with the local embedder.
@@ -186,7 +190,8 @@ def read_history(path: str) -> list[dict]:
     return [m for m in data if m["role"] in ("user", "assistant")]
 
 
-def _print_results(results: list[dict], out=sys.stdout) -> None:
+def _print_results(results: list[dict], out=None) -> None:
+    out = out or sys.stdout
     if not results:
         print("No matching documentation.", file=out)
         return
@@ -199,7 +204,8 @@ def _print_results(results: list[dict], out=sys.stdout) -> None:
         print(file=out)
 
 
-def _print_sources(sources: list[dict], title: str = "Sources:", out=sys.stdout) -> None:
+def _print_sources(sources: list[dict], title: str = "Sources:", out=None) -> None:
+    out = out or sys.stdout
     if not sources:
         return
     print(title, file=out)
@@ -208,11 +214,28 @@ def _print_sources(sources: list[dict], title: str = "Sources:", out=sys.stdout)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: parse, gate, retrieve, answer; returns an exit code (header: Exit codes)."""
-    from varaverk.config import load_settings_or_report
+    """Entry point: parse, gate, retrieve, answer; returns an exit code (header: Exit codes).
+
+    Human output (not ``--json``) goes through ``terminal.SafeWriter``: a control character
+    from a document or the model is shown as ``\\x1b``, never sent to the terminal raw.
+    """
+    from varaverk.terminal import SafeWriter
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.json:
+        return _run(parser, args)
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeWriter(sys.stdout), SafeWriter(sys.stderr)
+    try:
+        return _run(parser, args)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _run(parser, args) -> int:
+    from varaverk.config import load_settings_or_report
+
     question = " ".join(args.question).strip()
     if not question and not args.similar:
         parser.error("the question is empty")
@@ -362,7 +385,10 @@ def _answer(args, settings, retriever, question, history, filters) -> int:
         elif event.type == "thinking":
             reclassified = reclassified or bool(data.get("reclassified"))
             if args.show_reasoning and not args.json:
-                sys.stderr.write(f"{DIM}{data['text']}{RESET}" if err_tty else data["text"])
+                if err_tty and hasattr(sys.stderr, "write_styled"):
+                    sys.stderr.write_styled(DIM, data["text"], RESET)
+                else:
+                    sys.stderr.write(data["text"])
                 sys.stderr.flush()
         elif event.type == "content" and not args.json:
             sys.stdout.write(data["text"])
