@@ -33,7 +33,8 @@
 #     --json prints exactly one object whose keys other scripts may rely on: query, mode,
 #     filters, results (path, kind, section, title, start_line, end_line, score, text),
 #     confident, and when an answer was generated: answer, sources, reasoning,
-#     prompt_tokens, completion_tokens, tok_s, timings, profile, not_covered. Unknown token
+#     prompt_tokens, completion_tokens, tok_s, timings, profile, not_covered, findings (the
+#     code profile's scanner findings; null for profiles that draft no shell). Unknown token
 #     counts are null, never 0.
 #   Degrade To Search
 #     When the model server cannot be reached the search results are still printed, with a
@@ -118,6 +119,7 @@ JSON output (``--json``), one object, stable keys::
       "reasoning": str, "prompt_tokens": int|null, "completion_tokens": int|null,
       "tok_s": float|null, "timings": {"retrieval_s", "first_token_s", "generation_s",
                                         "total_s"}, "profile": str, "not_covered": bool,
+      "findings": [{"rule", "line", "reason", "snippet", ...}] | null,  # code profile only
       # when generation failed (exit 69 or 1):
       "error": {"message": str, "kind": str}
     }
@@ -211,6 +213,20 @@ def _print_sources(sources: list[dict], title: str = "Sources:", out=None) -> No
     print(title, file=out)
     for s in sources:
         print(f"  [{s['citation']}] lines {s['start_line']}-{s['end_line']}", file=out)
+
+
+def _print_findings(findings: list[dict] | None, out=sys.stdout) -> None:
+    # The code profile's drafted shell, as the dock shows it: what would be destructive.
+    if findings is None:
+        return
+    if not findings:
+        print("Scanner: no destructive operations found in the drafted shell.", file=out)
+        return
+    print("Scanner findings (destructive operations in the drafted shell):", file=out)
+    for f in findings:
+        print(f"  line {f.get('line', '?')}: {f.get('reason', '')}", file=out)
+        if f.get("snippet"):
+            print(f"    {f['snippet']}", file=out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -367,7 +383,7 @@ def _answer(args, settings, retriever, question, history, filters) -> int:
     tty = sys.stdout.isatty()
     err_tty = sys.stderr.isatty()
     out: dict = {"query": question, "search_query": question, "mode": "answer",
-                 "filters": filters, "confident": False, "results": []}
+                 "filters": filters, "confident": False, "results": [], "findings": None}
     streamed = False
     reclassified = False
     error = None
@@ -396,6 +412,8 @@ def _answer(args, settings, retriever, question, history, filters) -> int:
             streamed = True
         elif event.type == "capability" and not args.json:
             print(f"(used {data.get('name')}: {data.get('summary')})", file=sys.stderr)
+        elif event.type == "findings":
+            out["findings"] = data.get("findings", [])
         elif event.type == "error":
             error = data
         elif event.type == "done":
@@ -444,6 +462,7 @@ def _answer(args, settings, retriever, question, history, filters) -> int:
     if done.get("truncated"):
         print("(the answer was cut short by the model's length limit)", file=sys.stderr)
     print()
+    _print_findings(out["findings"])
     _print_sources(done.get("sources") or [])
     return exitcodes.OK
 

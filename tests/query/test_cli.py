@@ -102,6 +102,28 @@ def test_answer_json_schema(served, model_server):
     assert data["results"] and set(data["results"][0]) == set(RESULT_KEYS)
 
 
+DRAFT = ["Clean the build output:\n\n", "```bash\nset -euo pipefail\n",
+         'rm -rf "$OUT_DIR/"*\n', "```\n\nand on the NAS:\n\n```sh\nsudo wipefs -a /dev/sdb\n```\n"]
+
+
+def test_code_profile_shows_the_scanner_findings(served, model_server):
+    model_server.script(content=DRAFT)
+    out = run(served, "--profile", "code", "script to clean the build dir")
+    assert out.returncode == 0, out.stderr
+    findings = out.stdout[out.stdout.index("Scanner findings"):]
+    assert "line 5:" in findings and 'rm -rf "$OUT_DIR/"*' in findings
+    assert "line 11:" in findings and "sudo wipefs -a /dev/sdb" in findings
+    data = json.loads(run(served, "--json", "--profile", "code", "script to clean it").stdout)
+    assert [(f["rule"], f["line"], f["snippet"]) for f in data["findings"]] == [
+        ("rm-empty-var", 5, 'rm -rf "$OUT_DIR/"*'), ("wipefs", 11, "sudo wipefs -a /dev/sdb")]
+    assert all(f["reason"] for f in data["findings"])
+    # A clean draft says so; a profile that drafts no shell has no findings at all.
+    model_server.script(content=["```sh\nls -l /srv\n```\n"])
+    clean = run(served, "--profile", "code", "list the share")
+    assert "Scanner: no destructive operations found" in clean.stdout
+    assert json.loads(run(served, "--json", MOVER).stdout)["findings"] is None
+
+
 def test_not_covered_without_a_model_call(served, model_server):
     out = run(served, "How do I set up a Minecraft server container on harbor01?")
     assert out.returncode == 0, out.stderr
