@@ -153,11 +153,19 @@ def write_conf(path: Path, settings: Settings) -> Path:
     return write_master_conf(path, values)
 
 
-def start_dock(settings: Settings, tmp_path: Path, workers: int = 2) -> RunningDock:
-    """Run ``ai-dock --config CONF`` (which execs gunicorn) and wait until it answers."""
+def start_dock(settings: Settings, tmp_path: Path, workers: int = 2,
+               extra_conf: str = "") -> RunningDock:
+    """Run ``ai-dock --config CONF`` (which execs gunicorn) and wait until it answers.
+
+    ``extra_conf``: more ``KEY=value`` lines for CONF (the keys a homelab's conf holds for
+    other scripts, secrets included, which the capabilities read).
+    """
     port = free_port()
     settings = settings.replace(ai_dock_bind=f"127.0.0.1:{port}", ai_dock_workers=workers)
     conf = write_conf(tmp_path / "master.conf", settings)
+    if extra_conf:
+        with open(conf, "a", encoding="utf-8") as fh:
+            fh.write(extra_conf)
     env = environ_without_ai()
     log_file = tmp_path / "dock.out"
     out = open(log_file, "wb")
