@@ -124,3 +124,74 @@ def test_writer_refuses_a_count_it_could_not_read_back():
     row = ledger.LedgerRow("2026-01-01", "10:00:00", "h", "chat", "cli", 10 ** 12, 1, 1.0)
     with pytest.raises(ledger.LedgerError, match="more than 12 digits"):
         ledger.format_row(row)
+
+
+class OneAnswer:
+    """A raw HTTP server on 127.0.0.1 giving every request the same bytes (head + body)."""
+
+    def __init__(self, head: bytes, body: bytes):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.answer = head + body
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            try:
+                conn.recv(65536)
+                conn.sendall(self.answer)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _bomb() -> bytes:
+    import zlib
+    line = b"2026-01-01|10:00:00|bomb|chat|cli|1|1|1.0\n"
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip framing
+    block = line * (1 << 14)
+    body = b"".join(packer.compress(block) for _ in range((96 << 20) // len(block)))
+    return body + packer.flush()
+
+
+@pytest.mark.parametrize("kind", ["gzip bomb", "html page", "endless body"])
+def test_hostile_partner_bodies_never_replace_the_cache(fleet, kind):  # noqa: F811
+    a = fleet["hostA"]
+    cache = ledger.cache_path(a.settings.ai_token_cache_dir, "evil")
+    cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    cache.write_bytes(b"2026-01-01|09:00:00|evil|chat|cli|5|5|1.0\n")
+    if kind == "gzip bomb":
+        body = _bomb()
+        head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body))
+        expected = "larger than"
+    elif kind == "html page":
+        body = b"<html>login</html>"
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 18\r\n\r\n"
+        expected = "expected text/plain"
+    else:
+        body = b"2026-01-01|10:00:00|evil|chat|cli|1|1|1.0\n" * ((70 << 20) // 43)
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+        expected = "larger than"
+    evil = OneAnswer(head, body)
+    try:
+        a.settings.ai_hosts_conf.write_text(f'evil="{evil.url}"\n')
+        report = sync.sync_all(a.settings)
+    finally:
+        evil.close()
+    assert report.outcomes == {"evil": sync.FAILED}
+    assert expected in report.messages["evil"]
+    assert cache.read_bytes() == b"2026-01-01|09:00:00|evil|chat|cli|5|5|1.0\n"
