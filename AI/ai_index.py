@@ -106,6 +106,7 @@ import argparse
 import sys
 
 from varaverk import exitcodes
+from varaverk.config import add_config_option
 
 EPILOG = """\
 modes:
@@ -135,8 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Index the tracked documentation of a git repository for ai-query and the "
                     "dock: script headers, README-*.md, Manual-*.md, Deployment templates and "
                     "top-level docs, embedded into one SQLite file under AI_DATA_DIR.")
-    parser.add_argument("--config", metavar="PATH",
-                        help="conf file to read instead of Configurations/master.conf")
+    add_config_option(parser)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--force", action="store_true", help="rebuild the whole index")
     mode.add_argument("--dry-run", action="store_true",

@@ -133,6 +133,7 @@ import sys
 from pathlib import Path
 
 from varaverk import exitcodes
+from varaverk.config import add_config_option
 
 DIM = "\033[2m"
 RESET = "\033[0m"
@@ -168,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print the model's reasoning (dimmed, stderr)")
     p.add_argument("--token-db", metavar="PATH", help="append a ledger row per completed answer")
     p.add_argument("--token-host", metavar="NAME", help="host name for the ledger row")
-    p.add_argument("--config", metavar="PATH", help="conf file (default Configurations/master.conf)")
+    add_config_option(p)
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     return p
 

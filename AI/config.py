@@ -204,6 +204,13 @@ def default_config_path(repo_root: Path | None = None) -> Path:
     return (repo_root or tool_root()) / "Configurations" / "master.conf"
 
 
+def add_config_option(parser) -> None:
+    """Add the ``--config PATH`` option every entry point takes (``argparse`` parser); its value
+    goes to ``load_settings``/``load_settings_or_report``."""
+    parser.add_argument("--config", metavar="PATH", help="conf file to read (default: "
+                        "$AI_CONFIG, else Configurations/master.conf of the repository)")
+
+
 def load_settings(config_path: str | os.PathLike | None = None,
                   environ: Mapping[str, str] | None = None) -> Settings:
     """Read the conf file (if present) and the environment into ``Settings``.

@@ -120,7 +120,7 @@ import sys
 from pathlib import Path
 
 from varaverk import exitcodes
-from varaverk.config import ConfigError, load_settings
+from varaverk.config import ConfigError, add_config_option, load_settings
 from varaverk.logs import setup_logging
 from varaverk_dock.security import check_bind, parse_bind
 
@@ -136,7 +136,7 @@ def gunicorn_command(conf: Path = GUNICORN_CONF) -> list[str]:
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="ai-dock", description="Serve Varaverk's chat page and API (gunicorn).")
-    parser.add_argument("--config", help="conf file (default: Configurations/master.conf)")
+    add_config_option(parser)
     parser.add_argument("--bind", help="host:port for this run (overrides AI_DOCK_BIND)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--dev", action="store_true", help="run Flask's development server")

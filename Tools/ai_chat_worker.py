@@ -95,12 +95,12 @@ _EXIT_FOR_ERROR = {"unavailable": exitcodes.UNAVAILABLE, "no_index": exitcodes.N
 
 def main(argv: list[str] | None = None) -> int:
     """Read a TurnRequest as JSON on stdin, write its TurnEvents as NDJSON on stdout."""
-    from varaverk.config import load_settings_or_report
+    from varaverk.config import add_config_option, load_settings_or_report
 
     parser = argparse.ArgumentParser(
         prog="ai-chat-worker",
         description="Answer one chat turn: a TurnRequest JSON on stdin, NDJSON events on stdout.")
-    parser.add_argument("--config", help="conf file (default: Configurations/master.conf)")
+    add_config_option(parser)
     parser.add_argument("--token-db", help="append a ledger row for the completed turn here")
     parser.add_argument("--token-host", help="host name for the ledger row")
     args = parser.parse_args(argv)

@@ -94,6 +94,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from varaverk import exitcodes
+from varaverk.config import add_config_option
 
 log = logging.getLogger("varaverk.eval")
 SETUPS = ("baseline", "dense", "lexical", "ours")
@@ -117,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="follow-up rewrite used for every setup (default fallback)")
     p.add_argument("--shapes", action="store_true", help="per-shape rows in corpus tables")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--config", help="conf file (default: Configurations/master.conf)")
+    add_config_option(p)
     p.add_argument("-v", "--verbose", action="store_true", help="per-question lines on stderr")
     return p
 

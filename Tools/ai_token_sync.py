@@ -126,7 +126,7 @@ import httpx
 
 from varaverk import exitcodes, ledger
 from varaverk.atomic_files import write_atomic
-from varaverk.config import ConfigError, Settings, load_settings_or_report
+from varaverk.config import ConfigError, Settings, add_config_option, load_settings_or_report
 from varaverk.logs import setup_logging
 
 PROG = "ai-token-sync"
@@ -370,8 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Pull partner hosts' token ledgers into AI_TOKEN_CACHE_DIR "
         "(pull only; this host's own ledger is never written).")
-    parser.add_argument("--config", metavar="PATH", help="master.conf to read "
-                        "(default: Configurations/master.conf of the repository)")
+    add_config_option(parser)
     parser.add_argument("--slot", action="append", metavar="NAME",
                         help="sync only this partner slot (repeatable)")
     parser.add_argument("--totals-only", action="store_true",

@@ -94,7 +94,7 @@ import filelock
 import git
 
 from varaverk import exitcodes
-from varaverk.config import Settings, load_settings_or_report
+from varaverk.config import Settings, add_config_option, load_settings_or_report
 from varaverk.logs import setup_logging
 
 PROG = "git-pull-execute"
@@ -246,8 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="git pull --ff-only of AI_REPO_ROOT, then ai-index when the pull "
         "changed tracked files, AI_INDEX_ON_PULL=true and AI_ENABLED=true.")
-    parser.add_argument("--config", metavar="PATH", help="master.conf to read "
-                        "(default: Configurations/master.conf of the repository)")
+    add_config_option(parser)
     parser.add_argument("--no-index", action="store_true", help="pull only, never re-index")
     noise = parser.add_mutually_exclusive_group()
     noise.add_argument("-v", "--verbose", action="store_true", help="debug logging")
