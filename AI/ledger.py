@@ -130,25 +130,28 @@ def _check_name(name: str, what: str) -> str:
     return name
 
 
+def _check_iso(value: str, column: str, shape: re.Pattern[str], layout: str, parse,
+               meaning: str) -> str:
+    """``value`` when it has the ``shape`` (spelt ``layout``) and ``parse`` accepts it;
+    raises LedgerError naming the ``column`` otherwise."""
+    if not isinstance(value, str) or not shape.fullmatch(value):
+        raise LedgerError(f"{column}: expected {layout}, got {_shown(value)}")
+    try:
+        parse(value)
+    except ValueError:
+        raise LedgerError(f"{column}: not {meaning}: {value!r}") from None
+    return value
+
+
 @functools.lru_cache(maxsize=4096)  # a ledger repeats its dates: parse each once per process
 def _check_date(value: str) -> str:
-    if not isinstance(value, str) or not _DATE_RE.fullmatch(value):
-        raise LedgerError(f"date: expected YYYY-MM-DD, got {_shown(value)}")
-    try:
-        dt.date.fromisoformat(value)
-    except ValueError:
-        raise LedgerError(f"date: not a calendar day: {value!r}") from None
-    return value
+    return _check_iso(value, "date", _DATE_RE, "YYYY-MM-DD", dt.date.fromisoformat,
+                      "a calendar day")
 
 
 def _check_time(value: str) -> str:
-    if not isinstance(value, str) or not _TIME_RE.fullmatch(value):
-        raise LedgerError(f"time: expected HH:MM:SS, got {_shown(value)}")
-    try:
-        dt.time.fromisoformat(value)
-    except ValueError:
-        raise LedgerError(f"time: not a time of day: {value!r}") from None
-    return value
+    return _check_iso(value, "time", _TIME_RE, "HH:MM:SS", dt.time.fromisoformat,
+                      "a time of day")
 
 
 def _format_count(value: int | None, what: str) -> str:
