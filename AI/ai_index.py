@@ -105,6 +105,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+# Nothing heavier at import: each step imports what it needs, so that `--help`, AI_ENABLED=false
+# and the no-op refresh stay near the cost of git ls-files (tests/benchmarks/bench_refresh.py).
 from varaverk import exitcodes
 from varaverk.config import add_config_option
 
