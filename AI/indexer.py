@@ -4,7 +4,8 @@
 
 1. List tracked paths (``varaverk.sources``: ``git ls-files -z -s``) and HEAD.
 2. Compare each with its stored row by ``lstat`` only: a file whose size and mtime_ns have not
-   moved is skipped without being read. If nothing moved, HEAD is the same and the embedding
+   moved is skipped without being read, unless it is racy (git's rule: its mtime is not older
+   than the start of the run that stored it), which is hashed. If nothing moved, HEAD is the same and the embedding
    settings are the same, the run ends here: no lock, no write, no embedder, no numpy.
 3. Otherwise take the index lock (``varaverk.locking``) and redo the comparison under it.
    A changed file is read and hashed; an unchanged hash costs only a metadata update. A new or
@@ -198,8 +199,32 @@ def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
     return entries
 
 
+# Git's racy-timestamp rule: a file whose stored mtime is not older than the start of the run
+# that stored it may have been written again within the same clock tick, or had its mtime put
+# back (touch -r, sync tools, a checkout), so its stat proves nothing and it is re-hashed. The
+# slack covers file times coming from a coarse kernel clock, up to a tick behind ours.
+RACY_SLACK_NS = 10_000_000
+
+
+def _racy_since(meta: dict) -> int | None:
+    """Stored mtimes at or after this (ns) are racy; None for an index built before the rule."""
+    started = meta.get("scan_started_ns", "")
+    return int(started) - RACY_SLACK_NS if started.isdigit() else None
+
+
+def _racy(stored: FileState, since: int | None) -> bool:
+    return since is not None and stored.mtime_ns >= since
+
+
+def _same_bytes(root: Path, entry: _Entry, stored: FileState) -> bool:
+    """A racy file's content still hashes to the stored sha256 (read, nothing written)."""
+    data, _ = _read(root, entry)
+    return data is not None and _sha256(data) == stored.sha256
+
+
 def _stat_unchanged(entry: _Entry, stored: FileState | None) -> bool:
-    """A readable document whose stored size, mtime_ns and kind match (no read needed)."""
+    """A readable document whose stored size, mtime_ns and kind match (no read needed unless
+    it is racy: ``_racy``)."""
     if stored is None or entry.st is None:
         return False
     return (stored.status != "partial" and stored.kind == entry.kind
@@ -305,10 +330,13 @@ def masked_note(hits) -> str:
             f"({', '.join(whats)})")
 
 
-def _differences(entries: list[_Entry], states: dict) -> tuple[list[str], list[str], list[str]]:
+def _differences(entries: list[_Entry], states: dict, root: Path, meta: dict
+                 ) -> tuple[list[str], list[str], list[str]]:
     """``(changed, added, removed)`` paths between the classified tracked paths and the stored
-    rows, by ``lstat`` only (nothing is read)."""
+    rows, by ``lstat`` only; only a racy file (``_racy``) whose stat matches is read and
+    hashed."""
     changed, added = [], []
+    since = _racy_since(meta)
     for entry in entries:
         stored = states.get(entry.path)
         if stored is None:
@@ -316,7 +344,8 @@ def _differences(entries: list[_Entry], states: dict) -> tuple[list[str], list[s
         elif entry.reason:
             if not _skip_unchanged(entry, stored):
                 changed.append(entry.path)
-        elif not _stat_unchanged(entry, stored):
+        elif not _stat_unchanged(entry, stored) or (
+                _racy(stored, since) and not _same_bytes(root, entry, stored)):
             changed.append(entry.path)
     current = {e.path for e in entries}
     return changed, added, sorted(p for p in states if p not in current)
@@ -334,7 +363,7 @@ def _needs_work(settings, listing, entries, states, meta) -> bool:
     if meta.get("embed_backend") and (meta.get("config_backend"), meta.get("config_model")) \
             != _config_key(settings):
         return True
-    return any(_differences(entries, states))
+    return any(_differences(entries, states, listing.root, meta))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -532,7 +561,8 @@ def _scan_entry(run: _Run, entry: _Entry) -> None:
     if entry.reason:
         _record_skip(run, entry, stored)
         return
-    if not run.rechunk and _stat_unchanged(entry, stored):
+    if not run.rechunk and _stat_unchanged(entry, stored) \
+            and not _racy(stored, _racy_since(run.meta)):
         if stored.status == "skipped":
             run.report.skipped.append((entry.path, stored.reason))
         else:
@@ -673,7 +703,10 @@ def _write(run: _Run) -> None:
     report = run.report
     report.seconds = time.monotonic() - run.started
     backend, model = _config_key(run.settings)
+    # Every stat of this run came after its start: the racy rule's reference (wall clock).
+    scan_started_ns = time.time_ns() - int((time.monotonic() - run.started) * 1e9)
     run.changes.meta.update(
+        scan_started_ns=str(scan_started_ns),
         head=run.listing.head or "", repo_root=str(run.listing.root), built_at=_utc_now(),
         chunker=run.stamp, config_backend=backend, config_model=model,
         last_run="force" if run.force else "incremental")
@@ -892,8 +925,8 @@ def plan(settings, count_tokens: Callable[[str], int] | None = None, max_tokens:
 def status(settings) -> dict[str, Any]:
     """The index's contents and whether it is behind the repository (``ai-index --status``).
 
-    Opens the index read-only and compares with the repository by ``lstat`` only (no file is
-    read, nothing is written, no server contacted).
+    Opens the index read-only and compares with the repository by ``lstat`` only (only racy
+    files are read and hashed; nothing is written, no server contacted).
 
     Returns:
         ``Index.status()`` plus ``"sources"`` (a list, one row per configured source, see
@@ -910,7 +943,7 @@ def status(settings) -> dict[str, Any]:
         states = idx.file_states()
     meta = info["meta"]
     listing, entries = _list_all(settings, sources.KindMatcher.from_settings(settings))
-    changed, added, removed = _differences(entries, states)
+    changed, added, removed = _differences(entries, states, listing.root, meta)
     head_moved = _heads_moved(listing, meta)
     # The settings name another embedder than the one that built the index: a refresh would
     # be refused (B20) until --force.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
 
 import pytest
 
@@ -155,6 +156,43 @@ def test_same_content_new_mtime_costs_a_hash_not_an_embedding(lab):
     assert indexer.refresh(settings, progress=False).files_read == 0  # and now it is settled
 
 
+def test_a_same_size_edit_with_its_mtime_restored_is_found_by_the_racy_rule(lab, tmp_path):
+    # The file is stamped within the tick of the build (here: a little ahead, as a checkout
+    # or a sync tool may leave it), then edited to the same size and given its mtime back.
+    repo, settings, server = lab
+    path = repo / "README.md"
+    ahead = os.stat(path).st_mtime_ns + 3_000_000_000
+    os.utime(path, ns=(ahead, ahead))
+    indexer.refresh(settings, progress=False)
+    before = path.read_bytes()
+    after = before.replace(b"The homelab.", b"The datalab.")
+    assert len(after) == len(before)
+    reference = tmp_path / "reference"
+    reference.write_bytes(b"")
+    os.utime(reference, ns=(ahead, ahead))
+    path.write_bytes(after)
+    subprocess.run(["touch", "-r", str(reference), str(path)], check=True)
+    assert os.stat(path).st_mtime_ns == ahead and os.stat(path).st_size == len(before)
+    behind = indexer.status(settings)["behind"]
+    assert behind["behind"] and behind["changed"] == ["README.md"]
+    report = indexer.refresh(settings, progress=False)
+    assert report.indexed == 1 and report.files_read >= 1
+    assert any("The datalab." in t for t in _chunk_texts(settings)["README.md"])
+
+
+def test_files_older_than_the_last_build_are_not_read_again(lab):
+    # The racy rule costs nothing for files stamped before the build that stored them.
+    repo, settings, server = lab
+    past = os.stat(repo / "README.md").st_mtime_ns - 60_000_000_000
+    for rel in FILES:
+        os.utime(repo / rel, ns=(past, past))
+    indexer.refresh(settings, progress=False)
+    (repo / "Tools/other.sh").write_text(FILES["Tools/other.sh"] + "# changed\n")
+    report = indexer.refresh(settings, progress=False)
+    assert report.files_read == 1 and report.unchanged == 3
+    assert indexer.status(settings)["behind"]["behind"] is False
+
+
 def test_b05_deleted_and_renamed_files_lose_their_chunks(tmp_path, model_server):
     repo = make_repo(tmp_path / "r", {"docs/README.md": b"# Intro\nHello\n",
                                       "docs/Manual-old.md": b"# Setup\nRun setup.sh\n"})
@@ -199,6 +237,9 @@ def test_b04_staged_files_indexed_and_detached_head_sha_stored(tmp_path, model_s
     report = indexer.refresh(settings, progress=False)
     assert report.tracked == 0 and report.head is None
     (repo / "README.md").write_bytes(b"# R\nStaged only.\n")
+    # Stamped well before the build, so the racy rule has no reason to read it again below.
+    past = os.stat(repo / "README.md").st_mtime_ns - 60_000_000_000
+    os.utime(repo / "README.md", ns=(past, past))
     git(repo, "add", "README.md")
     report = indexer.refresh(settings, progress=False)
     assert report.indexed == 1 and _rows(settings, "SELECT DISTINCT path FROM chunks") == [("README.md",)]
