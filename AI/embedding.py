@@ -19,7 +19,8 @@ Backends:
              legacy ``POST /api/embeddings`` one item at a time for servers that answer 404.
              Host: the first healthy of ``AI_OLLAMA_HOSTS`` (``varaverk.modelservers``).
   ``openai`` ``POST {AI_OPENAI_BASE_URL}/embeddings`` with ``encoding_format: "float"``; items placed
-             by their ``index``; ``Authorization: Bearer AI_OPENAI_API_KEY`` when the key is set
+             by their ``index``; a vector sent as base64 anyway (servers defaulting to it) is
+             decoded as little-endian float32; ``Authorization: Bearer AI_OPENAI_API_KEY`` when the key is set
              (never logged, never in ``repr``).
 
 Remote backends cannot count tokens exactly without the server's tokenizer, so ``count_tokens``
@@ -31,12 +32,15 @@ for OpenAI-compatible servers (llama.cpp's default physical batch, which bounds 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import importlib.util
 import json
 import logging
 import math
 import os
 import re
+import struct
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -494,10 +498,28 @@ class OpenAIEmbedder(_RemoteEmbedder):
             index = item.get("index", position) if isinstance(item, dict) else None
             if not isinstance(index, int) or not 0 <= index < len(texts) or placed[index] is not None:
                 raise _ItemsFailed(f"{url} answered with a bad or repeated index {index!r}")
-            placed[index] = item.get("embedding")
+            vector = item.get("embedding")
+            placed[index] = decode_base64_vector(vector) if isinstance(vector, str) else vector
         if any(v is None for v in placed):
             raise _ItemsFailed(f"{url} answered {len(data)} items for {len(texts)} inputs")
         return placed
+
+
+def decode_base64_vector(text: str) -> list[float]:
+    """An ``encoding_format: "base64"`` embedding: base64 of little-endian float32 values.
+
+    Returns the floats (validated later like any vector). Raises _ItemsFailed when the text is
+    not base64 or its bytes are not a whole number of float32 values.
+    """
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise _ItemsFailed("the server returned a vector that is neither numbers nor base64") \
+            from None
+    if not raw or len(raw) % 4:
+        raise _ItemsFailed(f"the server returned a base64 vector of {len(raw)} bytes, not "
+                           "float32 values")
+    return list(struct.unpack(f"<{len(raw) // 4}f", raw))
 
 
 def default_model(backend: str) -> str:

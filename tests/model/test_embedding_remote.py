@@ -119,6 +119,27 @@ def test_openai_placed_by_index_and_normalised(model_server):
     assert model_server.requests_to("/v1/embeddings")[0].json["encoding_format"] == "float"
 
 
+def test_openai_base64_vectors_are_decoded(model_server):
+    # Servers that default to encoding_format=base64 answer little-endian float32 bytes.
+    model_server.openai_base64 = True
+    emb = OpenAIEmbedder(model_server.openai_base_url, "nomic-embed-text")
+    texts = ["apple pie", "rsync mirror"]
+    result = emb.embed(texts)
+    assert result.errors == {}
+    for text, vec in zip(texts, result.vectors):
+        _assert_clean(vec, 64)
+        np.testing.assert_allclose(vec, _unit(embed_vector(text, 64)), rtol=1e-5)
+
+
+@pytest.mark.parametrize("bad, message", [("not base64!", "neither numbers nor base64"),
+                                          ("AAAAAAA=", "5 bytes"), ("", "0 bytes")])
+def test_malformed_base64_vectors_are_refused(bad, message):
+    from varaverk.embedding import _ItemsFailed, decode_base64_vector
+
+    with pytest.raises(_ItemsFailed, match=message):
+        decode_base64_vector(bad)
+
+
 def test_b19b_literal_nan_rejected(model_server):
     emb = OpenAIEmbedder(model_server.openai_base_url, "m")
     result = emb.embed(["good text", "bad NaN! text"])

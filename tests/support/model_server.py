@@ -69,6 +69,9 @@ Knobs (plain attributes; set them before the request, they are read per request)
                                     ``{"error":{"message": same, ...}}`` (OpenAI) for the whole request (B18)
   ``openai_shuffle: bool``          True: /v1/embeddings data in reversed order
   ``openai_unnormalised: bool``     True: /v1/embeddings vectors scaled by 3 (not unit length)
+  ``openai_base64: bool``           True: /v1/embeddings answers every vector as base64 of its
+                                    little-endian float32 bytes, whatever ``encoding_format`` asked
+                                    (as servers defaulting to base64 do); default False
   ``fail_next(path, status, body, times=1)``  the next ``times`` requests to ``path`` answer ``status``
                                     with ``body`` (dict → JSON, str → text) before anything else
   ``script(content=[...], thinking=[...], done_reason="stop")``  scripted chat deltas: thinking deltas
@@ -97,11 +100,13 @@ filters them. ``reset()`` clears recorded requests and restores every knob to it
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
 import re
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -166,6 +171,7 @@ _DEFAULTS: dict[str, Any] = {
     "max_input_chars": None,
     "openai_shuffle": True,
     "openai_unnormalised": True,
+    "openai_base64": False,
     "deltas": None,
     "done_reason": "stop",
     "delta_delay": 0.0,
@@ -565,6 +571,8 @@ class _Handler(BaseHTTPRequestHandler):
             vec = [3.0 * x for x in vec] if srv.openai_unnormalised else _normalised(vec)
             if srv.nan_marker and srv.nan_marker in text:
                 vec[0] = math.nan  # json.dumps writes a bare NaN, as non-Go servers do (B19b)
+            if srv.openai_base64:
+                vec = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode("ascii")
             items.append({"object": "embedding", "index": i, "embedding": vec})
         if srv.openai_shuffle:
             items.reverse()
