@@ -120,6 +120,7 @@ JSON output (``--json``), one object, stable keys::
       "tok_s": float|null, "timings": {"retrieval_s", "first_token_s", "generation_s",
                                         "total_s"}, "profile": str, "not_covered": bool,
       "findings": [{"rule", "line", "reason", "snippet", ...}] | null,  # code profile only
+      "prompt_cut": bool,            # the model server cut the prompt to its context window
       # when generation failed (exit 69 or 1):
       "error": {"message": str, "kind": str}
     }
@@ -442,7 +443,7 @@ def _answer(args, settings, retriever, question, history, filters) -> int:
     assert done is not None  # run_turn always ends with done or error
     out.update({k: done.get(k) for k in ("answer", "sources", "reasoning", "prompt_tokens",
                                          "completion_tokens", "tok_s", "timings", "profile",
-                                         "not_covered")})
+                                         "not_covered", "prompt_cut")})
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=2))
         return exitcodes.OK
@@ -460,6 +461,9 @@ def _answer(args, settings, retriever, question, history, filters) -> int:
         print("\n(no answer: the model produced only reasoning)")
     else:
         print()
+    if done.get("prompt_cut"):
+        print("(the model server cut the prompt to its context window, so the model did not see "
+              "all of the documentation: raise AI_GEN_NUM_CTX)", file=sys.stderr)
     if done.get("truncated"):
         print("(the answer was cut short by the model's length limit)", file=sys.stderr)
     print()

@@ -180,7 +180,7 @@ def run_turn(request: TurnRequest, settings, *, retriever=None, chat_client=None
             yield turn.sources_event()
             yield turn.done_event(answer=NOT_COVERED, reasoning="", prompt_tokens=None,
                                   completion_tokens=None, tok_s=None, not_covered=True,
-                                  truncated=False)
+                                  truncated=False, prompt_cut=False)
             return
         yield from _evidence(turn)
         if turn.answers_from_docs:
@@ -194,7 +194,8 @@ def run_turn(request: TurnRequest, settings, *, retriever=None, chat_client=None
     yield turn.done_event(
         answer=completion.answer, reasoning=completion.thinking,
         prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
-        tok_s=completion.tok_s, not_covered=False, truncated=completion.truncated)
+        tok_s=completion.tok_s, not_covered=False, truncated=completion.truncated,
+        prompt_cut=completion.prompt_cut)
 
 
 def _start(request: TurnRequest, settings, retriever, chat_client) -> _Turn:

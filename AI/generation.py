@@ -14,6 +14,10 @@ Robustness rules, each from a failure seen in the wild (../shared/cases.md):
     including tags cut across deltas, a missing opening tag and a block left unclosed.
   * Unknown counts stay unknown: a missing ``prompt_eval_count`` or ``usage`` gives None, never 0;
     a missing or zero ``eval_duration`` gives ``tok_s`` None, never a division by zero (B27).
+  * Ollama's context window is sized to the prompt (``ollama_num_ctx``: a power of two from
+    2048 up to ``AI_GEN_NUM_CTX``), and a prompt the server cut to fit its window, seen as a
+    ``prompt_eval_count`` far below our own estimate, sets ``Completion.prompt_cut`` and is
+    logged as a warning instead of passing as a normal answer.
   * ``GenerationUnavailable`` (a ``GenerationError``) is raised only when no server could be
     reached and nothing was streamed; every other failure, including an ``{"error": ...}`` line or
     a dropped connection mid-stream, is a ``GenerationError``.
@@ -28,6 +32,7 @@ always right.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from dataclasses import dataclass
@@ -52,6 +57,9 @@ class GenerationUnavailable(GenerationError):
     """No model server could be reached; raised before anything was streamed."""
 
 
+log = logging.getLogger("varaverk.generation")
+
+
 @dataclass
 class Completion:
     """One finished model turn.
@@ -63,6 +71,8 @@ class Completion:
         completion_tokens: generated tokens (thinking included, as servers count); None if unknown.
         tok_s: generation speed in tokens per second; None when unknown.
         truncated: the turn stopped early (done_reason "length", or a ``<think>`` left unclosed).
+        prompt_cut: the server evaluated far fewer prompt tokens than the prompt holds (it cut
+            the prompt to its context window, so the model never saw part of it).
         done_reason: the server's stop reason ("stop", "length", ...) or None.
         created_at: the server's timestamp of the final message (UTC) or None.
         first_token_s: seconds from sending the request to the first delta (None if none came).
@@ -76,6 +86,7 @@ class Completion:
     completion_tokens: int | None = None
     tok_s: float | None = None
     truncated: bool = False
+    prompt_cut: bool = False
     done_reason: str | None = None
     created_at: datetime | None = None
     first_token_s: float | None = None
@@ -356,8 +367,42 @@ class ChatClient:
         yield from buffer.close()
 
 
+# Our prompt-size estimates, without the server's tokenizer: generous when sizing the window
+# (dense text such as YAML runs near 3 characters a token), sparing when judging a cut.
+SIZING_CHARS_PER_TOKEN = 3
+CUT_CHARS_PER_TOKEN = 4
+REPLY_TOKENS = 1024       # room left in the window for the answer
+MIN_NUM_CTX = 2048
+# The server counted well under our sparing estimate: it cut the prompt. (A long prefix it had
+# cached from the previous turn also counts low, hence "well under", not "under".)
+CUT_RATIO = 0.4
+
+
+def prompt_chars(messages: list[dict[str, str]]) -> int:
+    """Characters of the messages' contents (what the estimates count)."""
+    return sum(len(m.get("content") or "") for m in messages)
+
+
+def ollama_num_ctx(messages: list[dict[str, str]], ceiling: int) -> int:
+    """Ollama's ``num_ctx`` for this prompt: the prompt's estimated tokens plus REPLY_TOKENS,
+    rounded up to a power of two (each distinct num_ctx makes Ollama reload the model, so only
+    a few sizes are used), at least MIN_NUM_CTX and at most ``ceiling`` (AI_GEN_NUM_CTX)."""
+    wanted = prompt_chars(messages) // SIZING_CHARS_PER_TOKEN + REPLY_TOKENS
+    size = MIN_NUM_CTX
+    while size < wanted:
+        size *= 2
+    return max(1, min(size, ceiling))
+
+
+def prompt_was_cut(messages: list[dict[str, str]], prompt_tokens: int | None) -> bool:
+    """Whether the server's prompt token count is far below what the prompt must hold."""
+    estimate = prompt_chars(messages) // CUT_CHARS_PER_TOKEN
+    return prompt_tokens is not None and estimate >= 256 and prompt_tokens < estimate * CUT_RATIO
+
+
 class OllamaChatClient(ChatClient):
-    """Ollama ``POST /api/chat`` with ``stream: true`` and ``options.num_ctx``."""
+    """Ollama ``POST /api/chat`` with ``stream: true`` and ``options.num_ctx`` sized to the
+    prompt (``ollama_num_ctx``, at most ``num_ctx``)."""
 
     backend = "ollama"
 
@@ -380,7 +425,7 @@ class OllamaChatClient(ChatClient):
         Raises GenerationUnavailable (no host reachable) or GenerationError.
         """
         payload = {"model": self.model, "messages": messages, "stream": True,
-                   "options": {"num_ctx": self.num_ctx}}
+                   "options": {"num_ctx": ollama_num_ctx(messages, self.num_ctx)}}
         with httpx.Client(timeout=self._timeout) as client:
             started = time.monotonic()
             host = self._pick()
@@ -391,11 +436,14 @@ class OllamaChatClient(ChatClient):
                 host = self._pick()
                 response = self._post_stream(client, host + "/api/chat", payload)
             try:
-                yield from self._read(response, host, started)
+                yield from self._read(response, host, started, messages,
+                                      payload["options"]["num_ctx"])
             finally:
                 response.close()
 
-    def _read(self, response: httpx.Response, host: str, started: float) -> Iterator[StreamEvent]:
+    def _read(self, response: httpx.Response, host: str, started: float,
+              messages: list[dict[str, str]] = (), num_ctx: int | None = None
+              ) -> Iterator[StreamEvent]:
         url = host + "/api/chat"
         if response.status_code != 200:
             raise self._http_error(response, url)
@@ -434,6 +482,13 @@ class OllamaChatClient(ChatClient):
         completion.done_reason = final.get("done_reason")
         completion.truncated = completion.done_reason in TRUNCATING_REASONS or splitter.unclosed
         completion.prompt_tokens = _int_or_none(final.get("prompt_eval_count"))
+        if prompt_was_cut(messages, completion.prompt_tokens):
+            completion.prompt_cut = True
+            log.warning("%s evaluated only %d prompt tokens of a prompt of about %d: it "
+                        "probably cut the prompt to its context window (num_ctx %d; raise "
+                        "AI_GEN_NUM_CTX, or the model's own limit)",
+                        url, completion.prompt_tokens,
+                        prompt_chars(messages) // CUT_CHARS_PER_TOKEN, num_ctx)
         completion.completion_tokens = _int_or_none(final.get("eval_count"))
         duration = _int_or_none(final.get("eval_duration"))
         if completion.completion_tokens is not None and duration:

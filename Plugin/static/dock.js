@@ -257,6 +257,10 @@
         if (d.reasoning) { const r = ensureReasoning(parts); r.pre.textContent = d.reasoning; }
         if (d.sources) renderSources(parts, d.sources);
         if (d.not_covered) addBadge(parts, "not covered by the documentation", "warn");
+        if (d.prompt_cut) {
+          addBadge(parts, "the model server cut the prompt: the model did not see all the " +
+                          "documentation (raise AI_GEN_NUM_CTX)", "warn");
+        }
         renderMeta(parts, d);
         break;
       case "saved":

@@ -95,11 +95,34 @@ def test_ollama_streams_a_cited_answer(model_server):
     assert "".join(e.text for e in events if e.type == "content") == completion.answer
     assert sum(e.type == "content" for e in events) > 3  # really streamed, delta by delta
     body = model_server.requests_to("/api/chat")[0].json
-    assert body["stream"] is True and body["options"] == {"num_ctx": 8192}
+    assert body["stream"] is True and body["options"] == {"num_ctx": 2048}  # sized to the prompt
     assert body["messages"] == QUESTION
     assert completion.backend == "ollama" and completion.host == model_server.base_url
     assert completion.first_token_s is not None and completion.elapsed_s >= completion.first_token_s
     assert completion.truncated is False and completion.done_reason == "stop"
+
+
+@pytest.mark.parametrize("chars, ceiling, num_ctx", [
+    (100, 8192, 2048), (9_000, 8192, 4096), (30_000, 8192, 8192), (100, 1024, 1024)])
+def test_ollama_num_ctx_is_sized_to_the_prompt(model_server, chars, ceiling, num_ctx):
+    # Estimated tokens plus room for the reply, a power of two, at most AI_GEN_NUM_CTX.
+    messages = [{"role": "user", "content": ("word " * chars)[:chars]}]
+    collect(OllamaChatClient([model_server.base_url], "m", num_ctx=ceiling), messages)
+    assert model_server.requests_to("/api/chat")[0].json["options"] == {"num_ctx": num_ctx}
+
+
+def test_a_prompt_the_server_cut_to_its_window_is_flagged_and_logged(model_server, caplog):
+    long_prompt = [{"role": "system", "content": "Answer from the context."},
+                   {"role": "user", "content": "The mirror keeps nightly copies. " * 600}]
+    with caplog.at_level("WARNING", logger="varaverk"):
+        _, cut = collect(OllamaChatClient([model_server.base_url], "m", num_ctx=1024),
+                         long_prompt)
+    assert cut.prompt_tokens == 1024 and cut.prompt_cut is True
+    [warning] = [r.getMessage() for r in caplog.records if "cut the prompt" in r.getMessage()]
+    assert "only 1024 prompt tokens" in warning and "AI_GEN_NUM_CTX" in warning
+    _, whole = collect(OllamaChatClient([model_server.base_url], "m", num_ctx=8192),
+                       long_prompt)
+    assert whole.prompt_tokens == 3004 and whole.prompt_cut is False
 
 
 def test_openai_streams_with_usage(model_server):

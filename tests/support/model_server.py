@@ -22,6 +22,8 @@ Ollama (base ``server.base_url``, e.g. ``http://127.0.0.1:PORT``):
                              ``total_duration``, ``load_duration``, ``prompt_eval_count``,
                              ``prompt_eval_duration``, ``eval_count`` (one per delta) and
                              ``eval_duration`` (50 ms per delta in ns, so tok/s is 20.0).
+                             ``prompt_eval_count`` counts the prompt's words, but at most
+                             ``options.num_ctx`` (Ollama cuts a longer prompt to its window).
 OpenAI-compatible (base ``server.openai_base_url`` = ``base_url + "/v1"``):
   ``GET /v1/models``         ``{"object":"list","data":[{"id":...}]}``
   ``POST /v1/embeddings``    ``{"model","input": str | [str]}`` → ``{"object":"list","data":[{"object":
@@ -473,6 +475,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._raw_stream("text/event-stream" if openai else "application/x-ndjson")
             return None
         prompt_tokens = sum(len(WORD.findall(str(m.get("content") or ""))) for m in messages)
+        num_ctx = (body.get("options") or {}).get("num_ctx")
+        if not openai and isinstance(num_ctx, int) and prompt_tokens > num_ctx:
+            prompt_tokens = num_ctx  # as Ollama does: the prompt is cut to the window
         return model, srv._chat_deltas(messages), prompt_tokens
 
     @staticmethod
