@@ -274,17 +274,17 @@ def row_from_completion(completion, host: str, profile: str, source: str,
     """The ledger row for a finished completion (``varaverk.generation.Completion``).
 
     Args:
-        completion: any object with ``prompt_tokens``, ``completion_tokens``, ``tok_s`` and
-            ``created_at`` attributes (missing attributes count as unknown).
+        completion: any object with ``prompt_tokens``, ``completion_tokens`` and ``tok_s``
+            attributes (missing attributes count as unknown).
         host, profile, source: the row's names (validated here, so a bad name fails before
             anything is written).
-        now: the time to record when the completion has no ``created_at`` (default: now, UTC).
+        now: the row's time (default: this host's clock, now), written in UTC. The model
+            server's ``created_at`` is never used: a server with a wrong clock would move the
+            row to another day, and the ledger is this host's record.
 
     Unknown counts stay ``None`` (an empty field), never 0 (B27).
     """
-    created = getattr(completion, "created_at", None)
-    moment = created if isinstance(created, dt.datetime) else (now or dt.datetime.now(dt.timezone.utc))
-    moment = _utc(moment)
+    moment = _utc(now or dt.datetime.now(dt.timezone.utc))
     tok_s = getattr(completion, "tok_s", None)
     try:
         tok_s = float(tok_s) if tok_s is not None else None

@@ -26,14 +26,14 @@ def _row(**changes) -> LedgerRow:
 # ── B27 ─────────────────────────────────────────────────────────────────────────────────────
 
 def test_b27_missing_prompt_count_is_an_empty_field_not_zero():
-    completion = SimpleNamespace(prompt_tokens=None, completion_tokens=12, tok_s=12 / 0.6,
-                                 created_at=dt.datetime(2025, 1, 2, 10, 15, tzinfo=UTC))
-    row = ledger.row_from_completion(completion, "hostA", "varaverk", "cli")
+    completion = SimpleNamespace(prompt_tokens=None, completion_tokens=12, tok_s=12 / 0.6)
+    row = ledger.row_from_completion(completion, "hostA", "varaverk", "cli",
+                                     now=dt.datetime(2025, 1, 2, 10, 15, tzinfo=UTC))
     assert ledger.format_row(row) == "2025-01-02|10:15:00|hostA|varaverk|cli||12|20.0"
     assert ledger.parse_line("2025-01-02|10:15:00|hostA|varaverk|cli||12|20.0\n") == row
 
 
-def test_b27_no_speed_is_empty_and_no_created_at_uses_now():
+def test_b27_no_speed_is_empty():
     completion = SimpleNamespace(prompt_tokens=None, completion_tokens=None, tok_s=None,
                                  created_at=None)
     now = dt.datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
@@ -41,12 +41,21 @@ def test_b27_no_speed_is_empty_and_no_created_at_uses_now():
     assert ledger.format_row(row) == "2025-03-04|05:06:07|hostA|chat|webgui|||"
 
 
-def test_created_at_in_another_zone_is_written_in_utc():
+def test_a_local_time_in_another_zone_is_written_in_utc():
     plus2 = dt.timezone(dt.timedelta(hours=2))
-    completion = SimpleNamespace(prompt_tokens=3, completion_tokens=4, tok_s=float("nan"),
-                                 created_at=dt.datetime(2025, 1, 2, 1, 0, 0, tzinfo=plus2))
-    row = ledger.row_from_completion(completion, "hostA", "chat", "cli")
+    completion = SimpleNamespace(prompt_tokens=3, completion_tokens=4, tok_s=float("nan"))
+    row = ledger.row_from_completion(completion, "hostA", "chat", "cli",
+                                     now=dt.datetime(2025, 1, 2, 1, 0, 0, tzinfo=plus2))
     assert ledger.format_row(row) == "2025-01-01|23:00:00|hostA|chat|cli|3|4|"
+
+
+def test_the_model_servers_clock_never_dates_a_row():
+    # A server whose clock is a day off would move the row to another day.
+    completion = SimpleNamespace(prompt_tokens=3, completion_tokens=4, tok_s=2.0,
+                                 created_at=dt.datetime(2025, 1, 1, 23, 59, tzinfo=UTC))
+    now = dt.datetime(2025, 1, 3, 8, 0, 0, tzinfo=UTC)
+    row = ledger.row_from_completion(completion, "hostA", "chat", "cli", now=now)
+    assert (row.date, row.time) == ("2025-01-03", "08:00:00")
 
 
 def test_zero_reported_by_the_server_stays_zero():

@@ -3,6 +3,8 @@ exact, with an empty (unknown) prompt count, never a fabricated 0."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from varaverk import ledger
@@ -27,11 +29,14 @@ def _complete(model_server, tmp_path):
 ])
 def test_b27_ledger_line_from_a_real_stream(model_server, tmp_path, overrides, line):
     model_server.omit_prompt_eval_count = True
-    model_server.created_at = "2025-01-02T10:15:00Z"
+    model_server.created_at = "2031-06-30T23:59:59Z"  # a server clock far off
     model_server.final_overrides = overrides
     completion = _complete(model_server, tmp_path)
     path = tmp_path / "tokens.db"
-    ledger.append_row(path, ledger.row_from_completion(completion, "hostA", "varaverk", "cli"))
+    # Dated by this host's clock (given here), whatever the server's created_at says.
+    now = dt.datetime(2025, 1, 2, 10, 15, tzinfo=dt.timezone.utc)
+    ledger.append_row(path, ledger.row_from_completion(completion, "hostA", "varaverk", "cli",
+                                                       now=now))
     assert path.read_text() == line + "\n"
     result = ledger.totals({"hostA": ledger.read_rows(path, host="hostA")[0]},
                            ledger.parse_line(line).day)

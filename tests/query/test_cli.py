@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -158,14 +159,19 @@ def test_generation_needs_ai_enabled(served, model_server):
 
 
 def test_ledger_row_b27(served, model_server, tmp_path):
-    """B27: no prompt_eval_count → empty prompt_tokens, never 0."""
+    """B27: no prompt_eval_count → empty prompt_tokens, never 0; the row is dated by this
+    host's clock, not by the model server's (here a year and more wrong)."""
     model_server.omit_prompt_eval_count = True
     model_server.created_at = "2025-01-02T10:15:00Z"
     model_server.script(content=[f"w{i} " for i in range(12)])
     ledger = tmp_path / "tokens.db"
+    before = datetime.now(timezone.utc).replace(microsecond=0)
     out = run(served, "--token-db", str(ledger), "--token-host", "hostA", MOVER)
+    after = datetime.now(timezone.utc)
     assert out.returncode == 0, out.stderr
-    assert ledger.read_text() == "2025-01-02|10:15:00|hostA|varaverk|cli||12|20.0\n"
+    day, clock, rest = ledger.read_text().split("|", 2)
+    assert before <= datetime.fromisoformat(f"{day}T{clock}+00:00") <= after
+    assert rest == "hostA|varaverk|cli||12|20.0\n"
     run(served, "--token-db", str(ledger), "--token-host", "hostA", MOVER)
     assert len(ledger.read_text().splitlines()) == 2
 
