@@ -51,7 +51,7 @@ LONG_ALNUM = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9+=]{24,}(?![A-Za-z0-9])")
 # ``key<sep>value``: the key may be quoted (JSON), the value double-, single- or unquoted.
 PAIR = re.compile(
     r"(?P<key>(?<![\w.$])[A-Za-z_][\w.-]{0,80})(?P<kq>[\"']?)(?P<sep>[ \t]*:?=[ \t]*|[ \t]*:[ \t]*"
-    r"|[ \t]+)(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s\"',;&}\])]+))")
+    r"|[ \t]+)(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s\"',;&}\])`]+))")
 _KEY_START = re.compile(r"(?<![\w.$])[A-Za-z_][\w.-]{0,80}")
 # Keys that name something about a secret, not the secret: its file, its length, its lifetime.
 _ABOUT_A_SECRET = re.compile(

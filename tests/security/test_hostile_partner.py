@@ -21,15 +21,13 @@ from varaverk_dock.app import create_app
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 
-class Trickler:
-    """A raw HTTP server on 127.0.0.1 that answers 200 and then one byte every ``every`` s
-    (``headers_too``: even the status line and headers a byte at a time)."""
+class RawServer:
+    """A raw HTTP server on 127.0.0.1 (threads, one per connection) running ``_one``."""
 
-    def __init__(self, every: float = 2.0, headers_too: bool = False):
+    def __init__(self):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(4)
-        self.every, self.headers_too = every, headers_too
         self.stop = threading.Event()
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -44,6 +42,22 @@ class Trickler:
             except OSError:
                 return
             threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+class Trickler(RawServer):
+    """Answers 200 and then one byte every ``every`` s (``headers_too``: even the status line
+    and headers a byte at a time)."""
+
+    def __init__(self, every: float = 2.0, headers_too: bool = False):
+        self.every, self.headers_too = every, headers_too
+        super().__init__()
 
     def _one(self, conn) -> None:
         head = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\n")
@@ -62,10 +76,6 @@ class Trickler:
             pass
         finally:
             conn.close()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.sock.close()
 
 
 @pytest.mark.parametrize("headers_too", [False, True])
@@ -126,36 +136,21 @@ def test_writer_refuses_a_count_it_could_not_read_back():
         ledger.format_row(row)
 
 
-class OneAnswer:
-    """A raw HTTP server on 127.0.0.1 giving every request the same bytes (head + body)."""
+class OneAnswer(RawServer):
+    """Gives every request the same bytes (head + body)."""
 
     def __init__(self, head: bytes, body: bytes):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(4)
         self.answer = head + body
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            try:
-                conn.recv(65536)
-                conn.sendall(self.answer)
-            except OSError:
-                pass
-            finally:
-                conn.close()
-
-    def close(self) -> None:
-        self.sock.close()
+    def _one(self, conn) -> None:
+        try:
+            conn.recv(65536)
+            conn.sendall(self.answer)
+        except OSError:
+            pass
+        finally:
+            conn.close()
 
 
 def _bomb() -> bytes:
