@@ -51,7 +51,8 @@
 #   Bad Input Costs One File
 #     A binary file is skipped with a warning, a file that is not UTF-8 is decoded as cp1252
 #     with a warning naming it, and a chunk the embedding server refuses is split or recorded
-#     against its file and retried next run. One bad file never aborts the run.
+#     against its file and retried next run. One bad file never aborts the run; a run in
+#     which no chunk got a vector at all exits 70, so a cron wrapper notices.
 #   Symlinks And Submodules Are Not Followed
 #     Submodule gitlinks are skipped by their mode, symbolic links are never followed (one
 #     could lead outside the repository or into git-ignored configuration), and files deleted
@@ -118,17 +119,9 @@ modes:
   --dry-run   list what would be indexed per kind with chunk counts; no server, no writes
   --status    what the index holds and whether it is behind the repository
 
-exit codes:
-  0   done (also: AI_ENABLED=false, nothing to do)
-  1   unexpected failure (the log has the traceback)
-  2   bad command line
-  65  the index was built with another embedding backend/model/dimension: use --force
-  66  --status: no index yet
-  69  the embedding server is unavailable (the previous index is untouched)
-  75  another index run holds the lock (the message names it)
-  78  configuration error (the message names the key), or AI_REPO_ROOT is not a git work tree
-  130 interrupted (Ctrl-C): nothing was written
-"""
+""" + exitcodes.epilog(exitcodes.OK, exitcodes.FAILURE, exitcodes.USAGE, exitcodes.MISMATCH,
+                       exitcodes.NO_INDEX, exitcodes.UNAVAILABLE, exitcodes.EMBED_FAILED,
+                       exitcodes.LOCKED, exitcodes.CONFIG, exitcodes.INTERRUPTED)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,32 +147,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ai-index; returns the exit code (see ``EPILOG``)."""
+    from varaverk.cli import run
+    return run("ai-index", _main, argv)
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    from varaverk.config import ConfigError, load_settings_or_report
+    from varaverk.config import load_settings
     from varaverk.logs import setup_logging
 
-    settings = load_settings_or_report("ai-index", args.config)
-    if settings is None:
-        return exitcodes.CONFIG
-
+    settings = load_settings(args.config)
     if args.dry_run or args.status:
-        log = setup_logging(settings, "ai-index", args.verbose, args.quiet, to_file=False)
-        try:
-            return _dry_run(settings, args) if args.dry_run else _status(settings, args)
-        except BrokenPipeError:  # `ai-index --dry-run | head`: the reader has seen enough
-            import os
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return exitcodes.OK
-        except ConfigError as exc:
-            log.error("configuration error: %s", exc)
-            return exitcodes.CONFIG
-        except Exception as exc:
-            from varaverk.sources import SourcesError
-            if isinstance(exc, SourcesError):
-                log.error("%s", exc)
-                return exitcodes.CONFIG
-            log.exception("failed: %s", exc)
-            return exitcodes.FAILURE
+        setup_logging(settings, "ai-index", args.verbose, args.quiet, to_file=False)
+        return _dry_run(settings, args) if args.dry_run else _status(settings, args)
 
     log = setup_logging(settings, "ai-index", args.verbose, args.quiet)
     if not settings.ai_enabled:
@@ -190,52 +170,32 @@ def main(argv: list[str] | None = None) -> int:
 
 def _refresh(settings, args, log) -> int:
     from varaverk import indexer
-    from varaverk.locking import LockBusy
-    from varaverk.sources import SourcesError
-    from varaverk.store import IndexCorrupt, IndexMismatch
 
     try:
         report = indexer.refresh(settings, None, force=args.force,
                                  progress=False if args.quiet else None)
-    except LockBusy as exc:
-        log.error("%s", exc)
-        return exitcodes.LOCKED
-    except IndexMismatch as exc:
-        log.error("%s", exc)
-        return exitcodes.MISMATCH
-    except (SourcesError, IndexCorrupt) as exc:
-        log.error("%s", exc)
-        return exitcodes.CONFIG if isinstance(exc, SourcesError) else exitcodes.FAILURE
     except KeyboardInterrupt:
         log.error("interrupted: nothing was written, the previous index is unchanged")
         return exitcodes.INTERRUPTED
     except Exception as exc:
-        return _embedding_or_failure(exc, log)
+        from varaverk.embedding import EmbeddingError, EmbeddingUnavailable
+        if not isinstance(exc, EmbeddingError):
+            raise  # varaverk.cli.run reports it (its exit code, or 1 and the traceback)
+        what = ("embedding server unavailable" if isinstance(exc, EmbeddingUnavailable)
+                else "embedding failed")
+        log.error("%s: %s — nothing was written, the previous index is unchanged", what, exc)
+        return exc.exit_code
     if not report.tracked:
         log.info("the repository has no tracked files yet: 0 documents indexed")
-    else:
-        for path, reason in report.skipped:
-            log.debug("skipped %s: %s", path, reason)
-        log.info("%s", report.summary())
+        return exitcodes.OK
+    for path, reason in report.skipped:
+        log.debug("skipped %s: %s", path, reason)
+    log.info("%s", report.summary())
+    if report.chunks_failed and not (report.chunks_embedded or report.chunks_reused):
+        log.error("no chunk got a vector: %d failed (the log names each failure; the files are "
+                  "recorded and retried on the next run)", report.chunks_failed)
+        return exitcodes.EMBED_FAILED
     return exitcodes.OK
-
-
-def _embedding_or_failure(exc: Exception, log) -> int:
-    from varaverk.config import ConfigError
-    if isinstance(exc, ConfigError):
-        log.error("configuration error: %s", exc)
-        return exitcodes.CONFIG
-    from varaverk.embedding import EmbeddingError, EmbeddingUnavailable
-
-    if isinstance(exc, EmbeddingUnavailable):
-        log.error("embedding server unavailable: %s — nothing was written, the previous index "
-                  "is unchanged", exc)
-        return exitcodes.UNAVAILABLE
-    if isinstance(exc, EmbeddingError):
-        log.error("embedding failed: %s — nothing was written", exc)
-        return exitcodes.FAILURE
-    log.exception("index run failed: %s — nothing was written", exc)
-    return exitcodes.FAILURE
 
 
 def _dry_run(settings, args) -> int:

@@ -98,9 +98,10 @@
 #   --config PATH
 #     Another conf file.
 #   Exit codes
-#     0 answered, not covered, or AI disabled; 2 usage; 65 index of another model;
-#     66 no index (run ai-index); 69 no model server (search results printed);
-#     78 configuration error; 1 anything else.
+#     0 answered, not covered, or AI disabled; 2 usage (also an unknown --kind or profile);
+#     65 index of another model; 66 no usable index (run ai-index); 69 no model server
+#     (search results printed); 78 configuration error; 130 Ctrl-C; 1 anything else, with
+#     the traceback in the log. With --json, stdout holds one object even then, with "error".
 """ai-query: answer a question from the indexed documentation (see the header above).
 
 JSON output (``--json``), one object, stable keys::
@@ -121,7 +122,7 @@ JSON output (``--json``), one object, stable keys::
                                         "total_s"}, "profile": str, "not_covered": bool,
       "findings": [{"rule", "line", "reason", "snippet", ...}] | null,  # code profile only
       "prompt_cut": bool,            # the model server cut the prompt to its context window
-      # when generation failed (exit 69 or 1):
+      # when the run failed (any exit code but 0; "results" may then be empty):
       "error": {"message": str, "kind": str}
     }
 """
@@ -135,6 +136,7 @@ from pathlib import Path
 
 from varaverk import exitcodes
 from varaverk.config import add_config_option
+from varaverk.chunking import KINDS
 
 DIM = "\033[2m"
 RESET = "\033[0m"
@@ -146,18 +148,21 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ai-query",
         description="Answer a question from the repository's indexed documentation, with "
                     "sources. --search prints the matching chunks verbatim and needs no model.",
-        epilog="Exit codes: 0 ok / not covered / AI disabled, 2 usage, 65 index of another "
-               "model, 66 no index (run ai-index), 69 no model server, 78 config error.")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=exitcodes.epilog(exitcodes.OK, exitcodes.FAILURE, exitcodes.USAGE,
+                                exitcodes.MISMATCH, exitcodes.NO_INDEX, exitcodes.UNAVAILABLE,
+                                exitcodes.CONFIG, exitcodes.INTERRUPTED))
     p.add_argument("question", nargs="*", help="the question (several words are joined)")
     p.add_argument("--search", action="store_true",
                    help="print the matching chunks verbatim; generate nothing")
-    p.add_argument("--kind", help="only chunks of this kind (header, readme, manual, template, doc)")
+    p.add_argument("--kind", choices=KINDS, help="only chunks of this kind")
     p.add_argument("--section", help="only chunks of this section (e.g. CONFIGURATION)")
     p.add_argument("--source", metavar="NAME",
                    help="only chunks of this source (repo, or a name from AI_SOURCES)")
     p.add_argument("--similar", metavar="PATH[#heading]",
                    help="list the sections nearest to this one, from other files (no model)")
-    p.add_argument("-k", type=int, default=None, metavar="N", help="chunks to retrieve (default: AI_TOP_K, 5)")
+    p.add_argument("-k", type=int, default=None, metavar="N",
+                   help="chunks to retrieve (default: AI_TOP_K, 5)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--history", metavar="FILE",
                    help="JSON list of {role, content}: the conversation so far")
@@ -237,6 +242,11 @@ def main(argv: list[str] | None = None) -> int:
     Human output (not ``--json``) goes through ``terminal.SafeWriter``: a control character
     from a document or the model is shown as ``\\x1b``, never sent to the terminal raw.
     """
+    from varaverk.cli import run
+    return run("ai-query", _main, argv)
+
+
+def _main(argv: list[str] | None) -> int:
     from varaverk.terminal import SafeWriter
 
     parser = build_parser()
@@ -252,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(parser, args) -> int:
-    from varaverk.config import load_settings_or_report
+    from varaverk.config import load_settings
+    from varaverk.errors import UsageError, VaraverkError
 
     question = " ".join(args.question).strip()
     if not question and not args.similar:
@@ -261,68 +272,58 @@ def _run(parser, args) -> int:
         parser.error("-k must be at least 1")
     if bool(args.token_db) != bool(args.token_host):
         parser.error("--token-db and --token-host go together")
-    settings = load_settings_or_report("ai-query", args.config)
-    if settings is None:
-        return exitcodes.CONFIG
+    settings = load_settings(args.config)
 
     from varaverk.logs import setup_logging
-    log = setup_logging(settings, "ai-query", verbose=args.verbose, quiet=not args.verbose,
-                        to_file=settings.ai_enabled)
-
+    setup_logging(settings, "ai-query", verbose=args.verbose, quiet=not args.verbose,
+                  to_file=settings.ai_enabled)
     if args.similar:
         return _similar(args, settings)
-    if not settings.ai_enabled and not args.search:
-        print("ai-query: AI_ENABLED is false, so no model is asked. Set AI_ENABLED=true to "
-              "generate answers; --search works on an existing index regardless.",
-              file=sys.stderr)
+    refusal = _gate(settings, args)
+    if refusal:
+        print(f"ai-query: {refusal}", file=sys.stderr)
         return exitcodes.OK
-    if not settings.ai_enabled and settings.ai_embed_backend != "local":
-        print(f"ai-query: AI_ENABLED is false and the question would be embedded by the "
-              f"{settings.ai_embed_backend} server; nothing is sent anywhere while AI is off. "
-              f"Set AI_ENABLED=true (--search with the local embedder needs nothing).",
-              file=sys.stderr)
-        return exitcodes.OK
+    filters = {"kind": args.kind, "section": args.section, "k": args.k or settings.ai_top_k,
+               "profile": args.profile, "source": args.source}
     try:
-        history = read_history(args.history) if args.history else []
-    except ValueError as exc:
-        print(f"ai-query: {exc}", file=sys.stderr)
-        return exitcodes.USAGE
-    try:
-        from varaverk.profiles import UnknownProfile, get_profile
+        try:
+            history = read_history(args.history) if args.history else []
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        from varaverk.profiles import get_profile
+        from varaverk.search import Retriever
         get_profile(args.profile)
-    except UnknownProfile as exc:
-        print(f"ai-query: {exc}", file=sys.stderr)
-        return exitcodes.USAGE
-
-    from varaverk.store import IndexCorrupt, IndexMismatch, IndexMissing
-    from varaverk.embedding import EmbeddingError, EmbeddingUnavailable
-    from varaverk.search import Retriever
-    try:
         retriever = Retriever(settings)
-    except (IndexMissing, IndexCorrupt, IndexMismatch, EmbeddingUnavailable) as exc:
-        print(f"ai-query: {exc}", file=sys.stderr)
-        if isinstance(exc, IndexMismatch):
-            return exitcodes.MISMATCH
-        return exitcodes.UNAVAILABLE if isinstance(exc, EmbeddingUnavailable) else exitcodes.NO_INDEX
-
-    k = args.k or settings.ai_top_k or 5
-    filters = {"kind": args.kind, "section": args.section, "k": k, "profile": args.profile,
-               "source": args.source}
-    try:
         if args.search:
             return _search(args, settings, retriever, question, history, filters)
         return _answer(args, settings, retriever, question, history, filters)
-    except EmbeddingUnavailable as exc:
-        print(f"ai-query: {exc}", file=sys.stderr)
-        return exitcodes.UNAVAILABLE
-    except EmbeddingError as exc:
-        print(f"ai-query: embedding the question failed: {exc}", file=sys.stderr)
-        return exitcodes.FAILURE
-    except KeyboardInterrupt:
-        return 130
-    except Exception:
-        log.exception("ai-query failed")
-        return exitcodes.FAILURE
+    except Exception as exc:
+        # --json promises one object on stdout whatever happens; varaverk.cli.run then reports
+        # the error on stderr and exits with its code.
+        if args.json:
+            kind = exc.kind if isinstance(exc, VaraverkError) else "failure"
+            message = exc.one_line() if isinstance(exc, VaraverkError) else str(exc)
+            _print_json({"query": question, "search_query": question,
+                         "mode": "search" if args.search else "answer", "filters": filters,
+                         "confident": False, "results": [],
+                         "error": {"message": message, "kind": kind}})
+        raise
+
+
+def _gate(settings, args) -> str:
+    """Why this run must not go on while AI is off ("" when it may)."""
+    if not settings.ai_enabled and not args.search:
+        return ("AI_ENABLED is false, so no model is asked. Set AI_ENABLED=true to generate "
+                "answers; --search works on an existing index regardless.")
+    if not settings.ai_enabled and settings.ai_embed_backend != "local":
+        return (f"AI_ENABLED is false and the question would be embedded by the "
+                f"{settings.ai_embed_backend} server; nothing is sent anywhere while AI is off. "
+                f"Set AI_ENABLED=true (--search with the local embedder needs nothing).")
+    return ""
+
+
+def _print_json(data: dict) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2))
 
 
 def _search(args, settings, retriever, question, history, filters) -> int:
@@ -333,9 +334,8 @@ def _search(args, settings, retriever, question, history, filters) -> int:
     confident = retriever.confident(hits)
     results = [h.as_dict() for h in hits]
     if args.json:
-        print(json.dumps({"query": question, "search_query": query, "mode": "search",
-                          "filters": filters, "confident": confident, "results": results},
-                         ensure_ascii=False, indent=2))
+        _print_json({"query": question, "search_query": query, "mode": "search",
+                     "filters": filters, "confident": confident, "results": results})
         return exitcodes.OK
     if hits and not confident:
         print("(Nothing clears the relevance threshold: the documentation may not cover this. "
@@ -355,106 +355,131 @@ def _search_scope(args, settings) -> tuple[str, ...]:
 
 def _similar(args, settings) -> int:
     """--similar: the nearest other sections, from the stored vectors (no model)."""
+    from varaverk.errors import UsageError
     from varaverk.similar import SectionNotFound, similar
-    from varaverk.store import Index, IndexCorrupt, IndexMissing
+    from varaverk.store import Index
     try:
         with Index.open(settings.index_path, readonly=True) as idx:
-            hits = similar(idx, args.similar, args.k or settings.ai_top_k or 5,
+            hits = similar(idx, args.similar, args.k or settings.ai_top_k,
                            sources=(args.source,) if args.source else None)
-    except (IndexMissing, IndexCorrupt) as exc:
-        print(f"ai-query: {exc}", file=sys.stderr)
-        return exitcodes.NO_INDEX
     except SectionNotFound as exc:
-        print(f"ai-query: {exc}", file=sys.stderr)
-        return exitcodes.USAGE
+        raise UsageError(str(exc)) from None
     results = [h.as_dict() for h in hits]
     if args.json:
-        print(json.dumps({"similar": args.similar, "mode": "similar", "results": results},
-                         ensure_ascii=False, indent=2))
+        _print_json({"similar": args.similar, "mode": "similar", "results": results})
     else:
         _print_results(results)
     return exitcodes.OK
 
 
+class _Streamed:
+    """What a turn's events left behind once printed live: the JSON object being built, and
+    whether content was streamed, reclassified as reasoning, and how the turn ended."""
+
+    def __init__(self, question: str, filters: dict):
+        self.out: dict = {"query": question, "search_query": question, "mode": "answer",
+                          "filters": filters, "confident": False, "results": [],
+                          "findings": None}
+        self.streamed = False
+        self.reclassified = False
+        self.error: dict | None = None
+        self.done: dict | None = None
+
+
 def _answer(args, settings, retriever, question, history, filters) -> int:
+    """Run the turn, printing as it streams; then the error or the answer and its sources."""
     from varaverk.answer import TurnRequest, run_turn
 
     request = TurnRequest(profile=args.profile, question=question, history=history,
                           kind=args.kind, section=args.section, k=filters["k"],
                           log_path=args.log, source="cli", source_name=args.source)
-    tty = sys.stdout.isatty()
-    err_tty = sys.stderr.isatty()
-    out: dict = {"query": question, "search_query": question, "mode": "answer",
-                 "filters": filters, "confident": False, "results": [], "findings": None}
-    streamed = False
-    reclassified = False
-    error = None
-    done = None
+    turn = _Streamed(question, filters)
     for event in run_turn(request, settings, retriever=retriever,
                           ledger_path=args.token_db, host=args.token_host):
-        data = event.data
-        if event.type == "sources":
-            out["results"] = data.get("results", [])
-            out["search_query"] = data.get("query", question)
-            out["confident"] = bool(data.get("confident"))
-        elif event.type == "profile" and not args.json:
-            print(f"(answered by the {data['profile']} profile: {data.get('reason', '')})",
-                  file=sys.stderr)
-        elif event.type == "thinking":
-            reclassified = reclassified or bool(data.get("reclassified"))
-            if args.show_reasoning and not args.json:
-                if err_tty and hasattr(sys.stderr, "write_styled"):
-                    sys.stderr.write_styled(DIM, data["text"], RESET)
-                else:
-                    sys.stderr.write(data["text"])
-                sys.stderr.flush()
-        elif event.type == "content" and not args.json:
-            sys.stdout.write(data["text"])
-            sys.stdout.flush()
-            streamed = True
-        elif event.type == "capability" and not args.json:
-            print(f"(used {data.get('name')}: {data.get('summary')})", file=sys.stderr)
-        elif event.type == "findings":
-            out["findings"] = data.get("findings", [])
-        elif event.type == "error":
-            error = data
-        elif event.type == "done":
-            done = data
+        _show_event(args, turn, event.type, event.data)
+    if turn.error is not None:
+        return _show_error(args, turn)
+    assert turn.done is not None  # run_turn always ends with done or error
+    return _show_done(args, turn)
 
-    if error is not None:
-        out["error"] = {"message": error.get("message", ""), "kind": error.get("kind", "")}
-        unavailable = error.get("kind") == "unavailable"
-        if args.json:
-            print(json.dumps(out, ensure_ascii=False, indent=2))
-        else:
-            if streamed:
-                print()
-            if unavailable:
-                print(f"ai-query: no model server reachable ({error.get('message')}); "
-                      f"showing the search results instead.", file=sys.stderr)
-                _print_results(out["results"])
-            else:
-                print(f"ai-query: {error.get('message')}", file=sys.stderr)
-        if unavailable:
-            return exitcodes.UNAVAILABLE
-        return {"no_index": exitcodes.NO_INDEX, "mismatch": exitcodes.MISMATCH}.get(
-            error.get("kind"), exitcodes.FAILURE)
 
-    assert done is not None  # run_turn always ends with done or error
-    out.update({k: done.get(k) for k in ("answer", "sources", "reasoning", "prompt_tokens",
-                                         "completion_tokens", "tok_s", "timings", "profile",
-                                         "not_covered", "prompt_cut")})
+def _show_event(args, turn: _Streamed, type_: str, data: dict) -> None:
+    """Print one live event (only bookkeeping with --json)."""
+    live = not args.json
+    if type_ == "sources":
+        turn.out["results"] = data.get("results", [])
+        turn.out["search_query"] = data.get("query", turn.out["query"])
+        turn.out["confident"] = bool(data.get("confident"))
+    elif type_ == "profile" and live:
+        print(f"(answered by the {data['profile']} profile: {data.get('reason', '')})",
+              file=sys.stderr)
+    elif type_ == "thinking":
+        turn.reclassified = turn.reclassified or bool(data.get("reclassified"))
+        if args.show_reasoning and live:
+            _show_reasoning(data["text"])
+    elif type_ == "content" and live:
+        sys.stdout.write(data["text"])
+        sys.stdout.flush()
+        turn.streamed = True
+    elif type_ == "capability" and live:
+        print(f"(used {data.get('name')}: {data.get('summary')})", file=sys.stderr)
+    elif type_ == "findings":
+        turn.out["findings"] = data.get("findings", [])
+    elif type_ == "error":
+        turn.error = data
+    elif type_ == "done":
+        turn.done = data
+
+
+def _show_reasoning(text: str) -> None:
+    """Reasoning on stderr, dimmed on a terminal."""
+    if sys.stderr.isatty() and hasattr(sys.stderr, "write_styled"):
+        sys.stderr.write_styled(DIM, text, RESET)
+    else:
+        sys.stderr.write(text)
+    sys.stderr.flush()
+
+
+def _show_error(args, turn: _Streamed) -> int:
+    """The turn ended in an error event: say so (the search results instead when no model
+    server answered); the exit code follows the error's kind."""
+    from varaverk.errors import exit_code_for_kind
+
+    error = turn.error or {}
+    turn.out["error"] = {"message": error.get("message", ""), "kind": error.get("kind", "")}
+    code = exit_code_for_kind(error.get("kind"))
     if args.json:
-        print(json.dumps(out, ensure_ascii=False, indent=2))
+        _print_json(turn.out)
+        return code
+    if turn.streamed:
+        print()
+    if code == exitcodes.UNAVAILABLE:
+        print(f"ai-query: no model server reachable ({error.get('message')}); "
+              f"showing the search results instead.", file=sys.stderr)
+        _print_results(turn.out["results"])
+    else:
+        print(f"ai-query: {error.get('message')}", file=sys.stderr)
+    return code
+
+
+def _show_done(args, turn: _Streamed) -> int:
+    """The completed answer: the JSON object, or the not-covered note or the answer's end,
+    the scanner's findings and the sources."""
+    done = turn.done or {}
+    turn.out.update({k: done.get(k) for k in ("answer", "sources", "reasoning", "prompt_tokens",
+                                              "completion_tokens", "tok_s", "timings", "profile",
+                                              "not_covered", "prompt_cut")})
+    if args.json:
+        _print_json(turn.out)
         return exitcodes.OK
     if done.get("not_covered"):
         print(done["answer"] + " Nothing in the index is relevant enough to answer from.")
         _print_sources(done.get("sources") or [], "Nearest sources:")
         return exitcodes.OK
     answer = done.get("answer") or ""
-    if reclassified or not streamed:
+    if turn.reclassified or not turn.streamed:
         # What streamed turned out to be reasoning (a lone </think>): show the clean answer.
-        if streamed and tty:
+        if turn.streamed and sys.stdout.isatty():
             print("\n\nAnswer:")
         print(answer if answer else "(no answer: the model produced only reasoning)")
     elif not answer:
@@ -467,7 +492,7 @@ def _answer(args, settings, retriever, question, history, filters) -> int:
     if done.get("truncated"):
         print("(the answer was cut short by the model's length limit)", file=sys.stderr)
     print()
-    _print_findings(out["findings"])
+    _print_findings(turn.out["findings"])
     _print_sources(done.get("sources") or [])
     return exitcodes.OK
 

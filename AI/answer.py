@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from varaverk.errors import VaraverkError, exit_code_for_kind
 from varaverk.profiles import CODE_SCANNING, RETRIEVAL, Profile, UnknownProfile, get_profile
 from varaverk.prompts import build_messages, context_budget, format_context
 from varaverk.rewrite import looks_dependent, standalone_query
@@ -95,12 +96,26 @@ class TurnEvent:
                           default=str)
 
 
-class TurnFailed(Exception):
-    """Ends a turn with one error event ``{"message", "kind"}``."""
+class TurnFailed(VaraverkError):
+    """Ends a turn with one error event ``{"message", "kind"}``.
+
+    ``kind`` is the failing error's own (``VaraverkError.kind``: "no_index", "mismatch",
+    "unavailable", "generation", "profile", ...) or "failure" for anything unexpected, and
+    ``exit_code`` follows from it, so ai-query, the chat worker and the dock agree.
+    """
 
     def __init__(self, message: str, kind: str = "failure"):
         super().__init__(message)
         self.message, self.kind = message, kind
+        self.exit_code = exit_code_for_kind(kind)
+
+    @classmethod
+    def of(cls, exc: BaseException, context: str = "") -> "TurnFailed":
+        """A TurnFailed for ``exc``: a VaraverkError keeps its kind, anything else is a
+        "failure"; ``context`` ("retrieval failed") prefixes the message."""
+        kind = exc.kind if isinstance(exc, VaraverkError) else "failure"
+        message = exc.one_line() if isinstance(exc, VaraverkError) else str(exc)
+        return cls(f"{context}: {message}" if context else message, kind)
 
     def event(self) -> TurnEvent:
         """The turn's closing error event."""
@@ -169,8 +184,10 @@ def run_turn(request: TurnRequest, settings, *, retriever=None, chat_client=None
         ledger_path: append one ledger row here on "done" (None: no row).
         host: the ledger row's host (default ``settings.ai_host_name``).
 
-    Error events carry {"message", "kind"} with kind "unavailable" (no model server),
-    "generation", "no_index", "mismatch", "profile" or "failure".
+    Error events carry {"message", "kind"}: the failing error's ``VaraverkError.kind``
+    ("unavailable": no model server, "generation", "no_index", "corrupt", "mismatch",
+    "profile", ...) or "failure" for anything unexpected; ``errors.exit_code_for_kind`` maps
+    a kind to its exit code.
     """
     try:
         turn = _start(request, settings, retriever, chat_client)
@@ -203,7 +220,7 @@ def _start(request: TurnRequest, settings, retriever, chat_client) -> _Turn:
     try:
         profile = get_profile(request.profile)
     except UnknownProfile as exc:
-        raise TurnFailed(str(exc), "profile") from None
+        raise TurnFailed.of(exc) from None
     if _wants_search(profile) and retriever is None:
         retriever = _open_retriever(profile, settings)
     return _Turn(request=request, settings=settings, profile=profile, retriever=retriever,
@@ -222,9 +239,7 @@ def _open_retriever(profile: Profile, settings):
         return Retriever(settings)
     except Exception as exc:
         if profile.retrieves:
-            kind = {"IndexMissing": "no_index", "IndexMismatch": "mismatch"}.get(
-                type(exc).__name__, "failure")
-            raise TurnFailed(str(exc), kind) from exc
+            raise TurnFailed.of(exc) from exc
         log.info("%s stays %s: no usable index (%s)", profile.name, profile.name, exc)
         return None
 
@@ -244,7 +259,7 @@ def _retrieve(turn: _Turn) -> None:
                                           section=request.section, sources=_scope(turn))
         turn.confident = turn.retriever.confident(turn.hits)
     except Exception as exc:
-        raise TurnFailed(f"retrieval failed: {exc}") from exc
+        raise TurnFailed.of(exc, "retrieval failed") from exc
     turn.timings["retrieval_s"] = turn.elapsed()
 
 
@@ -340,7 +355,7 @@ def _messages(turn: _Turn) -> list[dict]:
 
 def _generate(turn: _Turn):
     """Step generate: stream the model's answer; returns its Completion. Raises TurnFailed."""
-    from varaverk.generation import GenerationError, GenerationUnavailable
+    from varaverk.generation import GenerationUnavailable
     messages = _messages(turn)
     completion = None
     t_gen = time.monotonic()
@@ -356,10 +371,8 @@ def _generate(turn: _Turn):
                 yield TurnEvent("content", {"text": event.text})
             elif event.type == "done":
                 completion = event.completion
-    except GenerationUnavailable as exc:
-        raise TurnFailed(str(exc), "unavailable") from exc
-    except GenerationError as exc:
-        raise TurnFailed(str(exc), "generation") from exc
+    except VaraverkError as exc:
+        raise TurnFailed.of(exc) from exc
     except Exception as exc:  # anything else still ends the turn with one error event
         log.exception("generation failed")
         raise TurnFailed(f"generation failed: {exc}") from exc

@@ -7,7 +7,11 @@ Sources, later ones winning:
      so a value is taken literally and never executed;
   3. environment variables of the same name.
 
-Keys the conf holds for other scripts are ignored: a homelab's master.conf is shared.
+Keys the conf holds for other scripts are ignored: a homelab's master.conf is shared. Values
+are checked at load: a number outside its range (``RANGES``) or a local embedding model that
+is not shipped raises ConfigError naming the key and what it allows; an ``AI_*`` key that is
+not a setting (``AI_TOPK``) is warned about with the nearest known name, and a conf value
+holding ``$VAR`` is warned about (the conf is parsed literally, never expanded).
 ``AI_OPENAI_API_KEY`` and ``AI_DOCK_TOKEN`` are secrets: ``Settings.redacted()`` hides them and
 ``repr`` never shows them.
 """
@@ -15,15 +19,25 @@ Keys the conf holds for other scripts are ignored: a homelab's master.conf is sh
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import logging
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from varaverk import exitcodes
+from varaverk.errors import VaraverkError
 
-class ConfigError(ValueError):
+
+class ConfigError(VaraverkError, ValueError):
     """A configuration value that cannot be used; the message names the key and the source."""
+
+    exit_code = exitcodes.CONFIG
+    kind = "config"
+    label = "configuration error"
 
 
 def tool_root() -> Path:
@@ -79,6 +93,35 @@ def split_list(raw: str) -> list[str]:
 SECRET_KEYS = frozenset({"AI_OPENAI_API_KEY", "AI_DOCK_TOKEN", "AI_FLEET_TOKEN"})
 EMBED_BACKENDS = ("local", "ollama", "openai")
 GEN_BACKENDS = ("ollama", "openai")
+# The one model the offline (local) backend ships, and the names it answers to.
+LOCAL_MODEL = "all-MiniLM-L6-v2-int8"
+LOCAL_ALIASES = frozenset({LOCAL_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
+# Allowed (lowest, highest) of the numeric settings; both ends included.
+RANGES: dict[str, tuple[float, float]] = {
+    "ai_embed_batch": (1, 4096),
+    "ai_http_timeout": (0.1, 86400),
+    "ai_top_k": (1, 1000),
+    "ai_min_score": (0, 1),
+    "ai_index_lock_timeout": (0, 86400),
+    "ai_token_retain_rows": (1, 100_000_000),
+    "ai_dock_workers": (1, 256),
+    "ai_chat_history_max": (1, 1_000_000),
+}
+# Keys other than settings that Varaverk itself reads: not worth a "did you mean" warning.
+OTHER_KNOWN_KEYS = frozenset({"AI_CONFIG"})
+# $NAME, ${NAME} or $( in a conf value: written for a shell, which never sees the conf.
+_SHELL_VARIABLE = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*|\()")
+
+log = logging.getLogger("varaverk.config")
+
+
+def check_embed_model(backend: str, model: str) -> None:
+    """Raise ConfigError naming AI_EMBED_MODEL when the local backend is asked for a model it
+    does not ship (an empty model is the backend's default)."""
+    if backend == "local" and model.strip() and model.strip() not in LOCAL_ALIASES:
+        raise ConfigError(f"AI_EMBED_MODEL: the local backend ships only {LOCAL_MODEL}, got "
+                          f"{model.strip()!r} (use AI_EMBED_BACKEND=ollama or openai for others, "
+                          f"or leave AI_EMBED_MODEL empty)")
 
 
 @dataclass(frozen=True)
@@ -237,10 +280,13 @@ def load_settings(config_path: str | os.PathLike | None = None,
             parsed = dotenv_values(path, interpolate=False)
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read config file {path}: {exc}") from None
-        values.update({k: v for k, v in parsed.items() if k.startswith("AI_") and v is not None})
+        from_file = {k: v for k, v in parsed.items() if k.startswith("AI_") and v is not None}
+        _warn_shell_variables(from_file, path)
+        values.update(from_file)
     values.update({k: v for k, v in env.items() if k.startswith("AI_") and k != "AI_CONFIG"})
 
     fields = {f.name.upper(): f for f in dataclasses.fields(Settings)}
+    _warn_unknown_keys(values, fields, path, env)
     repo_raw = values.get("AI_REPO_ROOT", "").strip()
     repo_root = Path(os.path.expanduser(repo_raw)).resolve() if repo_raw else root
     kwargs: dict[str, object] = {"ai_repo_root": repo_root}
@@ -265,7 +311,40 @@ def load_settings(config_path: str | os.PathLike | None = None,
     if settings.ai_gen_backend not in GEN_BACKENDS:
         raise ConfigError(f"AI_GEN_BACKEND: expected one of {', '.join(GEN_BACKENDS)}, "
                           f"got {settings.ai_gen_backend!r}")
+    check_embed_model(settings.ai_embed_backend, settings.ai_embed_model)
+    check_ranges(settings)
     return settings
+
+
+def check_ranges(settings: Settings) -> None:
+    """Raise ConfigError for the first numeric setting outside ``RANGES``, naming the key and
+    the allowed range (``AI_TOP_K: must be between 1 and 1000, got 0``)."""
+    for name, (low, high) in RANGES.items():
+        value = getattr(settings, name)
+        if not low <= value <= high:
+            raise ConfigError(f"{name.upper()}: must be between {low:g} and {high:g}, "
+                              f"got {value:g}")
+
+
+def _warn_unknown_keys(values: Mapping[str, str], fields: Mapping, path: Path,
+                       env: Mapping[str, str]) -> None:
+    """Warn about AI_* keys that are no setting, with the nearest known name."""
+    known = list(fields)
+    for key in sorted(set(values) - set(fields) - OTHER_KNOWN_KEYS):
+        nearest = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+        hint = f"; did you mean {nearest[0]}?" if nearest else ""
+        source = "the environment" if key in env else path
+        log.warning("%s (in %s) is not a Varaverk setting and is ignored%s", key, source, hint)
+
+
+def _warn_shell_variables(values: Mapping[str, str], path: Path) -> None:
+    """Warn about conf values written as if a shell expanded them (``$HOME/data``)."""
+    for key, raw in sorted(values.items()):
+        found = _SHELL_VARIABLE.search(raw)
+        if found:
+            log.warning("%s in %s holds %s, which is kept literally (the conf is not run by a "
+                        "shell, so nothing in it is expanded): write the value out in full",
+                        key, path, found.group(0))
 
 
 def load_settings_or_report(program: str, config_path: str | os.PathLike | None = None
@@ -278,5 +357,5 @@ def load_settings_or_report(program: str, config_path: str | os.PathLike | None 
     try:
         return load_settings(config_path)
     except ConfigError as exc:
-        print(f"{program}: configuration error: {exc}", file=sys.stderr)
+        print(f"{program}: {exc.one_line()}", file=sys.stderr)
         return None

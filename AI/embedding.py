@@ -49,13 +49,13 @@ from typing import Any, Sequence
 import httpx
 import numpy as np
 
-from varaverk.config import ConfigError, Settings
+from varaverk import exitcodes
+from varaverk.config import LOCAL_MODEL, ConfigError, Settings, check_embed_model
+from varaverk.errors import VaraverkError
 from varaverk.modelservers import ModelServerUnavailable, forget, pick_ollama_host
 
 log = logging.getLogger(__name__)
 
-LOCAL_MODEL = "all-MiniLM-L6-v2-int8"
-LOCAL_ALIASES = frozenset({LOCAL_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
 LOCAL_MAX_TOKENS = 256
 LOCAL_DIMENSION = 384
 DEFAULT_REMOTE_MODEL = "nomic-embed-text"
@@ -69,12 +69,17 @@ TOO_LONG = re.compile(r"exceeds? the context length|input length exceeds|too (lo
                       r"maximum context length|context length|too many tokens", re.I)
 
 
-class EmbeddingError(Exception):
+class EmbeddingError(VaraverkError):
     """Embedding failed; the message says which backend/server and why."""
+
+    kind = "embedding"
 
 
 class EmbeddingUnavailable(EmbeddingError):
     """No embedding server could be reached (connection refused, no healthy host)."""
+
+    exit_code = exitcodes.UNAVAILABLE
+    kind = "unavailable"
 
 
 @dataclass(frozen=True)
@@ -536,9 +541,7 @@ def make_embedder(settings: Settings) -> Embedder:
     backend = settings.ai_embed_backend
     model = settings.ai_embed_model.strip() or default_model(backend)
     if backend == "local":
-        if model not in LOCAL_ALIASES:
-            raise ConfigError(f"AI_EMBED_MODEL: the local backend ships only {LOCAL_MODEL}, "
-                              f"got {model!r} (use AI_EMBED_BACKEND=ollama or openai for others)")
+        check_embed_model(backend, model)
         return LocalEmbedder(batch_size=settings.ai_embed_batch)
     if backend == "ollama":
         return OllamaEmbedder(settings.ai_ollama_hosts, model, settings.ai_embed_batch,

@@ -41,7 +41,9 @@ from typing import Any, Iterator
 
 import httpx
 
+from varaverk import exitcodes
 from varaverk.config import ConfigError, Settings
+from varaverk.errors import VaraverkError
 from varaverk.modelservers import ModelServerUnavailable, forget, pick_ollama_host
 
 OPEN_TAG = "<think>"
@@ -49,12 +51,17 @@ CLOSE_TAG = "</think>"
 TRUNCATING_REASONS = frozenset({"length", "max_tokens"})
 
 
-class GenerationError(Exception):
+class GenerationError(VaraverkError):
     """Generation failed (HTTP error, error line, broken stream); the message says where and why."""
+
+    kind = "generation"
 
 
 class GenerationUnavailable(GenerationError):
     """No model server could be reached; raised before anything was streamed."""
+
+    exit_code = exitcodes.UNAVAILABLE
+    kind = "unavailable"
 
 
 log = logging.getLogger("varaverk.generation")

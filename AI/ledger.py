@@ -42,6 +42,7 @@ from typing import Iterable, Mapping
 from dotenv import dotenv_values
 
 from varaverk.atomic_files import write_atomic
+from varaverk.errors import VaraverkError
 
 FIELDS = ("date", "time", "host", "profile", "source", "prompt_tokens", "completion_tokens",
           "tok_s")
@@ -71,8 +72,10 @@ _LINE_RE = re.compile(r"(\d{4}-\d{2}-\d{2})\|(\d{2}:\d{2}:\d{2})\|" + _NAME + r"
                       % (MAX_COUNT_DIGITS, MAX_COUNT_DIGITS))
 
 
-class LedgerError(ValueError):
+class LedgerError(VaraverkError, ValueError):
     """A row or line that does not fit the ledger format; the message says which field and why."""
+
+    kind = "ledger"
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from varaverk import exitcodes
+from varaverk.errors import VaraverkError
 
-class LockBusy(RuntimeError):
+
+class LockBusy(VaraverkError, RuntimeError):
     """Another run held the index lock for longer than the timeout.
 
     Attributes:
         holder: the holder's sidecar record (``pid``, ``host``, ``started``, ``command``), or {}
             when it could not be read.
     """
+
+    exit_code = exitcodes.LOCKED
+    kind = "locked"
 
     def __init__(self, message: str, holder: dict):
         super().__init__(message)

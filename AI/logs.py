@@ -27,6 +27,8 @@ DETAIL = {"detail": True}
 LOG_MAX_BYTES = 1 << 20
 LOG_BACKUPS = 5
 _OURS = "_varaverk_handler"
+# What the last setup_logging call was given, for record_failure when no log file is open.
+_last: dict[str, object] = {"log_dir": None, "secrets": []}
 
 
 class RedactSecrets(logging.Filter):
@@ -67,7 +69,9 @@ def setup_logging(settings, program: str, verbose: bool = False, quiet: bool = F
             handler.close()
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     root.propagate = False
-    redact = RedactSecrets([getattr(settings, k.lower(), "") or "" for k in SECRET_KEYS])
+    secrets = [getattr(settings, k.lower(), "") or "" for k in SECRET_KEYS]
+    redact = RedactSecrets(secrets)
+    _last.update(log_dir=Path(settings.ai_log_dir), secrets=secrets)
 
     err = logging.StreamHandler(sys.stderr)
     err.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
@@ -79,18 +83,90 @@ def setup_logging(settings, program: str, verbose: bool = False, quiet: bool = F
     root.addHandler(err)
 
     if to_file:
-        log_dir = Path(settings.ai_log_dir)
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log_file = log_dir / f"{program}.log"
-        rotate_at_start(log_file)
-        fh = logging.FileHandler(log_file, encoding="utf-8")
+        fh = _file_handler(Path(settings.ai_log_dir), program, redact)
         fh.setLevel(logging.DEBUG if verbose else logging.INFO)
-        fh.setFormatter(logging.Formatter(
-            f"%(asctime)s {program}[%(process)d] %(levelname)s %(name)s: %(message)s"))
-        fh.addFilter(redact)
-        setattr(fh, _OURS, True)
         root.addHandler(fh)
     return logging.getLogger(f"varaverk.{program.replace('-', '_')}")
+
+
+def _file_handler(log_dir: Path, program: str, redact: logging.Filter) -> logging.FileHandler:
+    """An appending handler on ``log_dir/<program>.log`` (rotated first when too big)."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_file = log_dir / f"{program}.log"
+    rotate_at_start(log_file)
+    fh = logging.FileHandler(log_file, encoding="utf-8")
+    fh.setFormatter(logging.Formatter(
+        f"%(asctime)s {program}[%(process)d] %(levelname)s %(name)s: %(message)s"))
+    fh.addFilter(redact)
+    setattr(fh, _OURS, True)
+    return fh
+
+
+def _our_handlers() -> list[logging.Handler]:
+    return [h for h in logging.getLogger("varaverk").handlers if getattr(h, _OURS, False)]
+
+
+def report_error(program: str, message: str, exc: BaseException | None = None) -> None:
+    """One error line ``<program>: <message>`` on stderr; with ``exc``, the same line and the
+    traceback go to the log file too, when the log folder is known (set up, or named by
+    ``AI_LOG_DIR``: a bad configuration may be what failed)."""
+    print(f"{program}: {message}", file=sys.stderr)
+    if exc is not None:
+        _write_to_log(program, _record(program, "%s", (message,), exc), use_default=False)
+
+
+def record_failure(program: str, exc: BaseException) -> Path | None:
+    """Write ``exc`` with its traceback to ``program``'s log file, never to stderr.
+
+    Uses the file ``setup_logging`` opened; a command that keeps no log (``--status``,
+    ``AI_ENABLED=false``, a failure before logging was set up) opens
+    ``<AI_LOG_DIR>/<program>.log`` for this one record, so an exit-1 failure always leaves its
+    traceback behind. Returns the file's path, or None when no log file could be written.
+    """
+    return _write_to_log(program, _record(program, "unexpected failure: %s: %s",
+                                          (type(exc).__name__, exc), exc))
+
+
+def _record(program: str, msg: str, args: tuple, exc: BaseException) -> logging.LogRecord:
+    return logging.LogRecord(f"varaverk.{program.replace('-', '_')}", logging.ERROR, __file__, 0,
+                             msg, args, (type(exc), exc, exc.__traceback__))
+
+
+def _write_to_log(program: str, record: logging.LogRecord, use_default: bool = True
+                  ) -> Path | None:
+    files = [h for h in _our_handlers() if isinstance(h, logging.FileHandler)]
+    opened = None
+    if not files:
+        log_dir = _failure_log_dir(use_default)
+        if log_dir is None:
+            return None
+        try:
+            opened = _file_handler(log_dir, program, RedactSecrets(list(_last["secrets"])))
+        except OSError:
+            return None
+        files = [opened]
+    try:
+        for handler in files:
+            handler.handle(record)
+        return Path(files[0].baseFilename)
+    finally:
+        if opened is not None:
+            opened.close()
+
+
+def _failure_log_dir(use_default: bool) -> Path | None:
+    """The log folder of the last setup_logging, else of the settings, else ``AI_LOG_DIR`` as
+    written; else the default folder (when ``use_default``) or None."""
+    if _last["log_dir"] is not None:
+        return Path(_last["log_dir"])
+    from varaverk.config import Settings, load_settings
+    try:
+        return load_settings().ai_log_dir
+    except Exception:  # noqa: BLE001 - the configuration may be what failed
+        raw = os.environ.get("AI_LOG_DIR", "").strip()
+        if raw:
+            return Path(os.path.expanduser(raw))
+        return Settings().ai_log_dir if use_default else None
 
 
 def rotate_at_start(log_file: Path, max_bytes: int = LOG_MAX_BYTES,

@@ -15,6 +15,9 @@ from typing import Sequence
 
 import httpx
 
+from varaverk import exitcodes
+from varaverk.errors import VaraverkError
+
 HEALTH_TIMEOUT = 2.0   # seconds per host for the /api/tags probe
 CHOICE_TTL = 60.0      # seconds a healthy choice is remembered
 
@@ -22,8 +25,11 @@ _lock = threading.Lock()
 _chosen: dict[tuple[str, ...], tuple[str, float]] = {}
 
 
-class ModelServerUnavailable(Exception):
+class ModelServerUnavailable(VaraverkError):
     """No configured model server answered. ``tried`` holds (host, reason) for each host."""
+
+    exit_code = exitcodes.UNAVAILABLE
+    kind = "unavailable"
 
     def __init__(self, message: str, tried: Sequence[tuple[str, str]] = ()) -> None:
         super().__init__(message)

@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from varaverk import exitcodes
+from varaverk.errors import VaraverkError
+
 PROMPTS_DIR = Path(__file__).resolve().parent / "system_prompts"
 
 # Every capability that exists. A profile holds a subset.
@@ -32,8 +35,11 @@ class CapabilityDenied(PermissionError):
     """A profile asked for a capability it does not hold."""
 
 
-class UnknownProfile(KeyError):
+class UnknownProfile(VaraverkError, KeyError):
     """No profile of that name; ``str(exc)`` lists the valid names."""
+
+    exit_code = exitcodes.USAGE
+    kind = "profile"
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,9 @@ from typing import Iterable, NamedTuple, Sequence
 
 from wcmatch import glob as wcglob
 
+from varaverk import exitcodes
+from varaverk.errors import VaraverkError
+
 KINDS = ("header", "readme", "manual", "template", "doc")
 GITLINK_MODE = "160000"
 BINARY_SNIFF_BYTES = 8192
@@ -59,8 +62,12 @@ MAX_DOCUMENT_BYTES = 8 << 20
 REASON_TOO_LARGE = f"larger than {MAX_DOCUMENT_BYTES >> 20} MiB (not documentation to embed)"
 
 
-class SourcesError(RuntimeError):
-    """The repository cannot be listed (not a git work tree, git missing)."""
+class SourcesError(VaraverkError, RuntimeError):
+    """The repository cannot be listed (not a git work tree, git missing): AI_REPO_ROOT is
+    wrong for this host, a configuration error."""
+
+    exit_code = exitcodes.CONFIG
+    kind = "repository"
 
 
 class TrackedPath(NamedTuple):

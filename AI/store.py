@@ -38,7 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence
 
+from varaverk import exitcodes
 from varaverk.chunking import Chunk
+from varaverk.errors import VaraverkError
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -47,20 +49,35 @@ SCHEMA_VERSION = 2
 FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
 
 
-class IndexStoreError(Exception):
+class IndexStoreError(VaraverkError):
     """Base of the index errors (not the builtin ``IndexError``)."""
+
+    kind = "index"
 
 
 class IndexMissing(IndexStoreError):
     """No index exists at the path yet: run ``ai-index``."""
 
+    exit_code = exitcodes.NO_INDEX
+    kind = "no_index"
+    fix = "run ai-index"
+
 
 class IndexMismatch(IndexStoreError):
-    """The index was built with another embedding backend, model or dimension (B20)."""
+    """The index was built with another embedding backend, model or dimension than the
+    settings name (or than the vectors being written), so its similarities would mean nothing."""
+
+    exit_code = exitcodes.MISMATCH
+    kind = "mismatch"
+    fix = "run ai-index --force to rebuild"
 
 
 class IndexCorrupt(IndexStoreError):
     """The file is not a Varaverk index, or was written by a newer version."""
+
+    exit_code = exitcodes.NO_INDEX
+    kind = "corrupt"
+    fix = "move the file away and run ai-index to build a new one"
 
 
 @dataclass(frozen=True)

@@ -104,10 +104,12 @@
 #   ai-dock --dev
 #     Flask's development server, threaded, on the same address; for working on the page.
 #   ai-dock --check
-#     Validate the configuration and the listening address, print the URL and exit 0 (or 78).
+#     Validate the configuration and the listening address (well formed, allowed without a
+#     token, and free to listen on), print the URL and exit 0 (or 78).
 #   Exit codes
 #     0 stopped cleanly or --check passed; 1 unexpected failure; 2 bad command line;
-#     78 configuration error (including a non-loopback bind without AI_DOCK_TOKEN).
+#     78 configuration error (including a non-loopback bind without AI_DOCK_TOKEN, and an
+#     address another program already listens on); 130 Ctrl-C.
 #   Deployment
 #     Deployment/varaverk-dock.service is a systemd unit template for this command.
 """Entry point of the dock (``ai-dock``): checks the configuration, then runs gunicorn."""
@@ -115,6 +117,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
@@ -135,7 +138,10 @@ def gunicorn_command(conf: Path = GUNICORN_CONF) -> list[str]:
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="ai-dock", description="Serve Varaverk's chat page and API (gunicorn).")
+        prog="ai-dock", description="Serve Varaverk's chat page and API (gunicorn).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=exitcodes.epilog(exitcodes.OK, exitcodes.FAILURE, exitcodes.USAGE,
+                                exitcodes.CONFIG, exitcodes.INTERRUPTED))
     add_config_option(parser)
     parser.add_argument("--bind", help="host:port for this run (overrides AI_DOCK_BIND)")
     mode = parser.add_mutually_exclusive_group()
@@ -146,20 +152,41 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Raise ConfigError naming AI_DOCK_BIND when ``host:port`` cannot be bound (another
+    program listens there, or the address is not this host's). Binds and closes at once, with
+    SO_REUSEADDR as gunicorn does, so a socket still in TIME_WAIT does not count as taken."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+    except OSError as exc:
+        why = ("already in use (another dock or program listens there)"
+               if getattr(exc, "errno", None) == errno.EADDRINUSE else f"not usable: {exc}")
+        raise ConfigError(f"AI_DOCK_BIND: {host}:{port} is {why}; stop that program or choose "
+                          f"another address with AI_DOCK_BIND or --bind") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the dock; returns an exit code from ``varaverk.exitcodes`` (gunicorn replaces this
     process in production, so that path only returns on failure)."""
+    from varaverk.cli import run
+    return run("ai-dock", _main, argv)
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parse_args(argv)
-    try:
-        settings = load_settings(args.config)
-        if args.bind:
-            settings = settings.replace(ai_dock_bind=args.bind)
-        check_bind(settings.ai_dock_bind, settings.ai_dock_token)
-    except ConfigError as exc:
-        print(f"ai-dock: configuration error: {exc}", file=sys.stderr)
-        return exitcodes.CONFIG
-    log = setup_logging(settings, "ai-dock", verbose=args.verbose, to_file=not args.check)
+    settings = load_settings(args.config)
+    if args.bind:
+        settings = settings.replace(ai_dock_bind=args.bind)
+    check_bind(settings.ai_dock_bind, settings.ai_dock_token)
     host, port = parse_bind(settings.ai_dock_bind)
+    check_port_free(host, port)
+    log = setup_logging(settings, "ai-dock", verbose=args.verbose, to_file=not args.check)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"
     if not settings.ai_enabled:

@@ -29,7 +29,7 @@ from typing import Iterator
 
 from flask import Blueprint, Response, jsonify, stream_with_context
 
-from varaverk.answer import TurnRequest, run_turn
+from varaverk.answer import TurnFailed, TurnRequest, run_turn
 from varaverk.profiles import DEFAULT_PROFILE, PROFILES, SCOPED_LOG, UnknownProfile, get_profile
 from varaverk_dock import security
 from varaverk_dock.conversations import (ChatNotFound, CorruptChat, InvalidMessage,
@@ -120,8 +120,8 @@ def ask():
             retriever = state.get_retriever() if _may_retrieve(profile) else None
             chat_client = state.get_chat_client()
         except Exception as exc:
-            log.exception("ask: cannot prepare the model client")
-            yield _ndjson("error", {"message": f"cannot reach the model server: {exc}"})
+            log.exception("ask: cannot prepare the index or the model client")
+            yield _ndjson("error", TurnFailed.of(exc, "cannot prepare the turn").event().data)
             return
         turn = run_turn(turn_request, settings, retriever=retriever, chat_client=chat_client,
                         ledger_path=settings.token_db_path, host=settings.ai_host_name)
@@ -140,7 +140,8 @@ def ask():
                     return
         except Exception as exc:  # a bug or an unexpected failure: tell the page, keep the log
             log.exception("ask: the turn failed")
-            yield _ndjson("error", {"message": f"the turn failed: {type(exc).__name__}: {exc}"})
+            yield _ndjson("error", {"message": f"the turn failed: {type(exc).__name__}: {exc}",
+                                    "kind": "failure"})
         finally:
             # Closing the worker's generator ends the model stream when the browser goes away.
             turn.close()

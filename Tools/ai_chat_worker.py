@@ -88,35 +88,37 @@ import sys
 
 from varaverk import exitcodes
 from varaverk.answer import TurnRequest, run_turn
-
-_EXIT_FOR_ERROR = {"unavailable": exitcodes.UNAVAILABLE, "no_index": exitcodes.NO_INDEX,
-                   "mismatch": exitcodes.MISMATCH}
+from varaverk.errors import UsageError, exit_code_for_kind
 
 
 def main(argv: list[str] | None = None) -> int:
     """Read a TurnRequest as JSON on stdin, write its TurnEvents as NDJSON on stdout."""
-    from varaverk.config import add_config_option, load_settings_or_report
+    from varaverk.cli import run
+    return run("ai-chat-worker", _main, argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    from varaverk.config import add_config_option, load_settings
 
     parser = argparse.ArgumentParser(
         prog="ai-chat-worker",
-        description="Answer one chat turn: a TurnRequest JSON on stdin, NDJSON events on stdout.")
+        description="Answer one chat turn: a TurnRequest JSON on stdin, NDJSON events on stdout.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=exitcodes.epilog())
     add_config_option(parser)
     parser.add_argument("--token-db", help="append a ledger row for the completed turn here")
     parser.add_argument("--token-host", help="host name for the ledger row")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = load_settings_or_report("ai-chat-worker", args.config)
-    if settings is None:
-        return exitcodes.CONFIG
+    settings = load_settings(args.config)
     if not settings.ai_enabled:
         print("ai-chat-worker: AI_ENABLED is false; nothing to do", file=sys.stderr)
         return exitcodes.OK
     try:
         request = TurnRequest.from_dict(json.loads(sys.stdin.read()))
     except (ValueError, json.JSONDecodeError) as exc:
-        print(f"ai-chat-worker: bad turn request: {exc}", file=sys.stderr)
-        return exitcodes.USAGE
+        raise UsageError(f"bad turn request: {exc}") from None
     code = exitcodes.FAILURE
     for event in run_turn(request, settings, ledger_path=args.token_db, host=args.token_host):
         sys.stdout.write(event.to_json() + "\n")
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         if event.type == "done":
             code = exitcodes.OK
         elif event.type == "error":
-            code = _EXIT_FOR_ERROR.get(event.data.get("kind"), exitcodes.FAILURE)
+            code = exit_code_for_kind(event.data.get("kind"))
     return code
 
 

@@ -105,7 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ai-eval", description=(
         "Measure retrieval on question files (shared eval format): recall@1/@5/@10, MRR, "
         "context hit, answerable questions refused and unanswerable ones caught, per corpus "
-        "and as the macro average, for several setups side by side."))
+        "and as the macro average, for several setups side by side."),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=exitcodes.epilog(exitcodes.OK, exitcodes.FAILURE, exitcodes.USAGE,
+                                exitcodes.CONFIG, exitcodes.INTERRUPTED))
     p.add_argument("corpora", nargs="+", metavar="QA.jsonl[=REPO]",
                    help="question file and its repository; without =REPO, --repo")
     p.add_argument("--repo", help="repository for question files given without =REPO "
@@ -274,25 +277,29 @@ def print_tables(result: dict, shapes: bool, rewrite: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns an exit code (0 ok, 78 config or no repository, 1 failure)."""
-    from varaverk.config import load_settings_or_report
+    from varaverk import cli
+    return cli.run("ai-eval", _main, argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    from varaverk.config import ConfigError, load_settings
 
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
-    settings = load_settings_or_report("ai-eval", args.config)
-    if settings is None:
-        return exitcodes.CONFIG
+    settings = load_settings(args.config)
     default_repo = Path(args.repo).resolve() if args.repo else settings.ai_repo_root
     try:
         corpora = parse_corpora(args.corpora, default_repo)
     except ValueError as exc:
-        print(f"ai-eval: {exc}", file=sys.stderr)
-        return exitcodes.CONFIG
+        raise ConfigError(str(exc)) from None
     root = (Path(args.data_dir) if args.data_dir else settings.ai_data_dir / "eval").resolve()
     setups = [s.strip() for s in args.setups.split(",") if s.strip()]
     try:
         result = run(settings, corpora, root, setups, args.rewrite, args.verbose)
     except (ValueError, OSError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
         print(f"ai-eval: {exc}", file=sys.stderr)
         return exitcodes.FAILURE
     if args.json:

@@ -82,8 +82,11 @@ from varaverk.shell_scan import scan
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ai-scan-shell",
-        description="Report destructive commands in a shell script or a Markdown answer. "
-                    "Exit 0: nothing found; 1: findings; 2: usage error.")
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Report destructive commands in a shell script or a Markdown answer.",
+        epilog="exit codes:\n  0   nothing destructive found\n"
+               "  1   a destructive operation was found (also: an unexpected failure)\n"
+               "  2   bad command line, or the file cannot be read\n")
     p.add_argument("file", nargs="?", default="-", help="a file to scan, or - for standard input (the default)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--markdown", action="store_true", help="scan only the shell code blocks")
@@ -95,6 +98,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the scanner on a file or standard input; returns the exit code (0, 1 or 2)."""
+    from varaverk.cli import run
+    return run("ai-scan-shell", _main, argv)
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.file == "-":
         name = "<stdin>"
@@ -122,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         for f in findings:
             print(f"{name}:{f.line}: {f.reason}")
             print(f"    {f.snippet}")
-    return 1 if findings else exitcodes.OK
+    return exitcodes.FINDINGS if findings else exitcodes.OK
 
 
 if __name__ == "__main__":

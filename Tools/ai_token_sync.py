@@ -126,7 +126,7 @@ import httpx
 
 from varaverk import exitcodes, ledger
 from varaverk.atomic_files import write_atomic
-from varaverk.config import ConfigError, Settings, add_config_option, load_settings_or_report
+from varaverk.config import ConfigError, Settings, add_config_option, load_settings
 from varaverk.logs import setup_logging
 
 PROG = "ai-token-sync"
@@ -369,7 +369,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line (see RUNTIME MODES in the header)."""
     parser = argparse.ArgumentParser(
         prog=PROG, description="Pull partner hosts' token ledgers into AI_TOKEN_CACHE_DIR "
-        "(pull only; this host's own ledger is never written).")
+        "(pull only; this host's own ledger is never written).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=exitcodes.epilog(exitcodes.OK, exitcodes.FAILURE, exitcodes.USAGE,
+                                exitcodes.LOCKED, exitcodes.CONFIG, exitcodes.INTERRUPTED))
     add_config_option(parser)
     parser.add_argument("--slot", action="append", metavar="NAME",
                         help="sync only this partner slot (repeatable)")
@@ -384,10 +387,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns an exit code from varaverk.exitcodes."""
+    from varaverk.cli import run
+    return run(PROG, _main, argv)
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    settings = load_settings_or_report(PROG, args.config)
-    if settings is None:
-        return exitcodes.CONFIG
+    settings = load_settings(args.config)
     setup_logging(settings, PROG, verbose=args.verbose, quiet=args.quiet,
                   to_file=not args.totals_only)
     if args.totals_only:
@@ -408,12 +414,6 @@ def main(argv: list[str] | None = None) -> int:
     except filelock.Timeout:
         log.warning("another %s run holds %s; exiting", PROG, cache_dir / LOCK_NAME)
         return exitcodes.LOCKED
-    except ConfigError as exc:
-        log.error("%s", exc)
-        return exitcodes.CONFIG
-    except Exception:  # noqa: BLE001 - an entry point logs the traceback and maps it to 1
-        log.exception("%s failed", PROG)
-        return exitcodes.FAILURE
     if not report.outcomes:
         log.info("no partner in %s: nothing to sync", settings.hosts_conf_path)
     counts = {o: list(report.outcomes.values()).count(o)

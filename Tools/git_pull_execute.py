@@ -94,7 +94,7 @@ import filelock
 import git
 
 from varaverk import exitcodes
-from varaverk.config import Settings, add_config_option, load_settings_or_report
+from varaverk.config import Settings, add_config_option, load_settings
 from varaverk.logs import setup_logging
 
 PROG = "git-pull-execute"
@@ -245,7 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line (see RUNTIME MODES in the header)."""
     parser = argparse.ArgumentParser(
         prog=PROG, description="git pull --ff-only of AI_REPO_ROOT, then ai-index when the pull "
-        "changed tracked files, AI_INDEX_ON_PULL=true and AI_ENABLED=true.")
+        "changed tracked files, AI_INDEX_ON_PULL=true and AI_ENABLED=true.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=exitcodes.epilog(exitcodes.OK, exitcodes.FAILURE, exitcodes.USAGE,
+                                exitcodes.LOCKED, exitcodes.CONFIG, exitcodes.INTERRUPTED))
     add_config_option(parser)
     parser.add_argument("--no-index", action="store_true", help="pull only, never re-index")
     noise = parser.add_mutually_exclusive_group()
@@ -258,10 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, *,
          indexer: Callable[[str | None], int] = run_index) -> int:
     """Entry point; returns an exit code from varaverk.exitcodes."""
+    from varaverk.cli import run
+    return run(PROG, lambda args: _main(args, indexer), argv)
+
+
+def _main(argv: list[str] | None, indexer: Callable[[str | None], int]) -> int:
     args = build_parser().parse_args(argv)
-    settings = load_settings_or_report(PROG, args.config)
-    if settings is None:
-        return exitcodes.CONFIG
+    settings = load_settings(args.config)
     setup_logging(settings, PROG, verbose=args.verbose, quiet=args.quiet)
     lock_path = settings.ai_data_dir / LOCK_NAME
     try:
@@ -272,9 +278,6 @@ def main(argv: list[str] | None = None, *,
     except filelock.Timeout:
         log.warning("another %s run holds %s; exiting", PROG, lock_path)
         return exitcodes.LOCKED
-    except Exception:  # noqa: BLE001 - an entry point logs the traceback and maps it to 1
-        log.exception("%s failed", PROG)
-        return exitcodes.FAILURE
     return exitcodes.OK if run.pull.ok else exitcodes.FAILURE
 
 

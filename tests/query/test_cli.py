@@ -21,7 +21,7 @@ RESULT_KEYS = {"path": str, "kind": str, "section": str, "title": str, "start_li
                "end_line": int, "score": float, "text": str, "source": str}
 
 
-def run(settings, *args, enabled=True, timeout=300):
+def run(settings, *args, enabled=True, timeout=300, env_extra=None):
     env = environ_without_ai()
     env.update({
         "AI_ENABLED": "true" if enabled else "false",
@@ -33,6 +33,7 @@ def run(settings, *args, enabled=True, timeout=300):
         "AI_HTTP_TIMEOUT": "10",
         "AI_TROUBLESHOOT_LOG_DIRS": " ".join(settings.ai_troubleshoot_log_dirs),
     })
+    env.update(env_extra or {})
     return subprocess.run([sys.executable, str(ENTRY), *args], capture_output=True, text=True,
                           env=env, timeout=timeout)
 
