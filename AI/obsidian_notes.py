@@ -53,13 +53,14 @@ def note_title(path: str, meta: dict[str, Any]) -> str:
     return file_stem(path)
 
 
-def as_words(value: Any) -> list[str]:
-    """Front matter tags/aliases as a list of strings (a list, or one separated string)."""
+def as_words(value: Any, separators: str = r"[,\s]+") -> list[str]:
+    """Front matter tags or aliases as a list of strings: a YAML list, or one string split at
+    ``separators`` (tags: commas and spaces; aliases: ``as_words(v, ",")``, commas only)."""
     if value is None:
         return []
     if isinstance(value, (list, tuple)):
         return [str(v).strip().lstrip("#") for v in value if str(v).strip()]
-    return [w.lstrip("#") for w in re.split(r"[,\s]+", str(value)) if w.strip("#")]
+    return [w.strip().lstrip("#") for w in re.split(separators, str(value)) if w.strip("# ")]
 
 
 def resolve_links(line: str, links: dict[str, str]) -> str:
@@ -112,9 +113,9 @@ def obsidian_drafts(path: str, text: str, links: dict[str, str]) -> list[Draft]:
     drafts = markdown_drafts(path, rewritten)
     meta = dict(drafts[0].meta) if drafts else {}
     title = note_title(path, meta)
-    keywords = unique_words(as_words(meta.get("tags")) + as_words(meta.get("aliases"))
-                       + as_words(meta.get("alias")) + inline)
-    meta.update(title=title, keywords=keywords)
+    aliases = unique_words(as_words(meta.get("aliases"), ",") + as_words(meta.get("alias"), ","))
+    keywords = unique_words(as_words(meta.get("tags")) + aliases + inline)
+    meta.update(title=title, keywords=keywords, aliases=aliases)
     for draft in drafts:
         draft.meta = meta
         if not draft.trail or draft.trail[0] != title:

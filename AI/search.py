@@ -97,6 +97,8 @@ class Hit:
             (the same on every hit of one search; what the relevance threshold judges).
         unknown: names written in the query that appear nowhere in the index (see
             ``Retriever.unknown_names``); the same on every hit of one search.
+        alias: True when the query names one of the chunk's note aliases (front matter
+            ``aliases``, org ``:ROAM_ALIASES:``), which are matched lexically, never embedded.
     """
 
     chunk: Any
@@ -107,6 +109,7 @@ class Hit:
     section_boosted: bool = False
     best_dense: float | None = None
     unknown: tuple[str, ...] = ()
+    alias: bool = False
 
     def as_dict(self) -> dict:
         """The stable JSON shape of a result (ai-query --json ``results`` items)."""
@@ -298,6 +301,19 @@ def _name_bonus(norm_names: list[str], title: str, text: str) -> tuple[float, bo
         if n in text:
             return NAME_TEXT_BOOST * _UNIT, False
     return 0.0, False
+
+
+def mark_aliases(query: str, hits: Sequence[Hit]) -> None:
+    """Set ``Hit.alias`` on hits whose note aliases (``chunk.meta["aliases"]``) the query
+    names as whole words, case-insensitively (aliases under 3 characters are ignored)."""
+    text = " ".join(query.lower().split())
+    for h in hits:
+        meta = getattr(h.chunk, "meta", None)
+        aliases = meta.get("aliases") if isinstance(meta, dict) else None
+        if not isinstance(aliases, list):
+            continue
+        h.alias = any(len(a) >= 3 and re.search(rf"(?<!\w){re.escape(' '.join(a.lower().split()))}"
+                                                rf"(?!\w)", text) for a in map(str, aliases))
 
 
 def _source_set(sources: Iterable[str] | str | None) -> frozenset[str] | None:
@@ -542,7 +558,9 @@ class Retriever:
                 hits.append(hit)
         prefer_headers(hits)
         hits.sort(key=lambda h: (-h.score, h.chunk.id))
-        return self._merge_read(hits, q.k)
+        hits = self._merge_read(hits, q.k)
+        mark_aliases(q.text, hits)
+        return hits
 
     def _leading(self, q: _Query, fused: dict[int, float], name_ids: list[int]) -> list[int]:
         """The candidates worth reading: the best by fused score plus section boost (what the
@@ -799,7 +817,7 @@ class Retriever:
         False when the query names something the index never mentions (``Hit.unknown``:
         "Minecraft", "Kubernetes", "two-factor", "S3"), else True when the query's best cosine
         similarity (``Hit.best_dense``, else the hits' own) reaches ``min_score``, or a name written in the
-        query is a hit's title. False for no hits. Below it, callers answer ``NOT_COVERED``
+        query is a hit's title or a hit's note alias. False for no hits. Below it, callers answer ``NOT_COVERED``
         with the hits listed as the nearest sources, and call no model.
         """
         if not hits:
@@ -808,6 +826,8 @@ class Retriever:
             return True
         if any(h.unknown for h in hits):
             return False
+        if any(h.alias for h in hits):  # an alias is never embedded: cosine cannot see it
+            return True
         best = max((h.best_dense if h.best_dense is not None else h.dense for h in hits
                     if h.dense is not None or h.best_dense is not None), default=None)
         if best is None:  # lexical-only mode: any BM25 hit counts

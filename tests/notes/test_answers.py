@@ -110,3 +110,21 @@ def test_an_index_of_the_first_schema_migrates_with_its_chunks_searchable(tmp_pa
             == ["v:n.md"]
         idx.write(IndexChanges(delete_paths=["v:n.md"]))
         assert idx.fts_search("zebra", 5) == []
+
+
+def test_a_question_naming_a_note_alias_is_confident_though_aliases_are_not_embedded(tmp_path):
+    from varaverk.chunking import chunk_document
+    from varaverk.search import Hit, Retriever, mark_aliases
+    from varaverk.store import StoredChunk
+
+    [chunk] = chunk_document("vault:Pi-hole.md", "note",
+                             "---\naliases: dns sinkhole\n---\nPi-hole at .3\n")
+    stored = StoredChunk(**{f: getattr(chunk, f) for f in chunk.__dataclass_fields__}, id=1)
+    retriever = Retriever.__new__(Retriever)
+    retriever.min_score = 0.37
+    hits = [Hit(stored, 1.0, dense=0.2, best_dense=0.2)]
+    assert not retriever.confident(hits)  # the cosine alone is too low
+    mark_aliases("What is the IP of the DNS  sinkhole?", hits)
+    assert hits[0].alias and retriever.confident(hits)
+    mark_aliases("what is a sinkhole", hits)
+    assert not hits[0].alias
