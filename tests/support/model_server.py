@@ -442,13 +442,22 @@ class _Handler(BaseHTTPRequestHandler):
             return True
         return False
 
-    def api_embed(self, body) -> None:
-        srv = self.model_server
+    def _embed_request(self, body, openai: bool) -> tuple[str, list[str]] | None:
+        """``(model, inputs)`` of a batch embedding request (``input``: a string or a list);
+        None when it was answered already with an error."""
         model = str(body.get("model", ""))
         raw = body.get("input", [])
         inputs = [raw] if isinstance(raw, str) else [str(t) for t in raw]
-        if self._unknown_model(model, openai=False) or self._embed_check(inputs, openai=False):
+        if self._unknown_model(model, openai=openai) or self._embed_check(inputs, openai=openai):
+            return None
+        return model, inputs
+
+    def api_embed(self, body) -> None:
+        srv = self.model_server
+        request = self._embed_request(body, openai=False)
+        if request is None:
             return
+        model, inputs = request
         dim = srv.dim_for(model)
         vectors = [_normalised(embed_vector(t, dim)) for t in inputs]
         tokens = sum(len(WORD.findall(t)) for t in inputs)
@@ -564,11 +573,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def v1_embeddings(self, body) -> None:
         srv = self.model_server
-        model = str(body.get("model", ""))
-        raw = body.get("input", [])
-        inputs = [raw] if isinstance(raw, str) else [str(t) for t in raw]
-        if self._unknown_model(model, openai=True) or self._embed_check(inputs, openai=True):
+        request = self._embed_request(body, openai=True)
+        if request is None:
             return
+        model, inputs = request
         dim = srv.dim_for(model)
         items = []
         for i, text in enumerate(inputs):
