@@ -159,7 +159,9 @@ def _main(argv: list[str] | None) -> int:
     settings = load_settings(args.config)
     if args.dry_run or args.status:
         setup_logging(settings, "ai-index", args.verbose, args.quiet, to_file=False)
-        return _dry_run(settings, args) if args.dry_run else _status(settings, args)
+        from varaverk.terminal import human_output  # tracked names may hold ESC
+        with human_output(enabled=not args.json):
+            return _dry_run(settings, args) if args.dry_run else _status(settings, args)
 
     log = setup_logging(settings, "ai-index", args.verbose, args.quiet)
     if not settings.ai_enabled:

@@ -247,18 +247,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from varaverk.terminal import SafeWriter
+    from varaverk.terminal import human_output
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.json:
+    with human_output(enabled=not args.json):
         return _run(parser, args)
-    saved = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = SafeWriter(sys.stdout), SafeWriter(sys.stderr)
-    try:
-        return _run(parser, args)
-    finally:
-        sys.stdout, sys.stderr = saved
 
 
 def _run(parser, args) -> int:

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from varaverk.config import SECRET_KEYS
+from varaverk.terminal import neutralise
 
 # Pass as ``extra=DETAIL`` for per-file lines (a skipped file and its reason): they go to the
 # log file always, to the terminal only with --verbose; the run's summary line counts them.
@@ -95,7 +96,7 @@ def _file_handler(log_dir: Path, program: str, redact: logging.Filter) -> loggin
     log_file = log_dir / f"{program}.log"
     rotate_at_start(log_file)
     fh = logging.FileHandler(log_file, encoding="utf-8")
-    fh.setFormatter(logging.Formatter(
+    fh.setFormatter(_NeutralFormatter(
         f"%(asctime)s {program}[%(process)d] %(levelname)s %(name)s: %(message)s"))
     fh.addFilter(redact)
     setattr(fh, _OURS, True)
@@ -189,6 +190,14 @@ def rotate_at_start(log_file: Path, max_bytes: int = LOG_MAX_BYTES,
         pass
 
 
+class _NeutralFormatter(logging.Formatter):
+    """A log file line with control characters shown as escapes: file names and log text
+    come from the repository, and a log is read with cat, less or tail -f."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return neutralise(super().format(record))
+
+
 class _StderrFormatter(logging.Formatter):
     """``ai-index: message`` for INFO, ``ai-index: warning: message`` above."""
 
@@ -200,6 +209,7 @@ class _StderrFormatter(logging.Formatter):
         message = record.getMessage()
         if record.exc_info and record.levelno >= logging.ERROR:
             message += "\n" + self.formatException(record.exc_info)
+        message = neutralise(message)  # a tracked file name may hold ESC sequences
         if record.levelno >= logging.WARNING:
             return f"{self.program}: {record.levelname.lower()}: {message}"
         return f"{self.program}: {message}"

@@ -9,8 +9,10 @@ escapes control characters itself.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from typing import TextIO
+import sys
+from typing import Iterator, TextIO
 
 # C0 controls but tab and newline, DEL, C1 controls (0x9b is an 8-bit CSI), and the bidi
 # overrides that reorder what is shown.
@@ -45,3 +47,18 @@ class SafeWriter:
 
     def __getattr__(self, name: str):
         return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def human_output(enabled: bool = True) -> Iterator[None]:
+    """While inside, ``sys.stdout`` and ``sys.stderr`` are ``SafeWriter``s (when ``enabled``:
+    pass False for ``--json`` output)."""
+    if not enabled:
+        yield
+        return
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = SafeWriter(sys.stdout), SafeWriter(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved

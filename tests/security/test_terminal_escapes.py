@@ -91,3 +91,19 @@ def test_json_output_escapes_them_as_json(indexed):
 def test_neutralise_keeps_text_tabs_and_newlines():
     assert neutralise("a\tb\nc é ✓") == "a\tb\nc é ✓"
     assert neutralise("\x1b[31mred\u202e") == "\\x1b[31mred\\u202e"
+
+
+def test_tracked_file_names_with_escapes_are_shown_escaped(tmp_path, model_server):
+    name = f"Docs/README-{TITLE}x.md"
+    repo = make_repo(tmp_path / "r", {name: "# T\nText.\n", "Media/evil\x1b[2J.png": b"\x00"})
+    settings = make_settings(repo, tmp_path, model_server)
+    indexed = run_index(settings, "-v")
+    assert indexed.returncode == 0, indexed.stderr
+    status = run_index(settings, "--status")
+    dry = run_index(settings, "--dry-run")
+    log = (settings.ai_log_dir / "ai-index.log").read_text()
+    for text in (indexed.stdout + indexed.stderr, status.stdout, dry.stdout, log):
+        assert "\x1b" not in text and "\x07" not in text
+    assert "evil\\x1b[2J.png" in status.stdout
+    json_status = run_index(settings, "--status", "--json")
+    assert "\x1b" not in json_status.stdout and "evil\\u001b[2J.png" in json_status.stdout
