@@ -2,7 +2,7 @@
 
 This module holds the ``Chunk`` record and ``chunk_document``, which dispatches a decoded
 document to the chunker for its kind (script headers, Markdown, templates) and then enforces
-the embedder's input budget (B18).
+the embedder's input budget.
 
 The kind chunkers (``varaverk.script_headers``, ``varaverk.markdown_sections``,
 ``varaverk.conf_templates``) produce ``Draft`` records: a section, a title, a context trail and
@@ -12,8 +12,7 @@ every part and narrowing each part's line range. Nothing is ever truncated: ever
 a draft's text ends up in exactly one part (white space at part boundaries aside).
 
 ``split_chunk`` halves a stored chunk for the indexer when a server still rejects it as too
-long; ``heading_path`` and ``is_parent`` let retrieval hand the model a small chunk's parent
-(small-to-big).
+long; ``heading_path`` names a chunk by its full heading trail.
 
 Conventions shared by every kind:
     - ``context`` is ``path › trail...`` joined with ``SEP``; for headers the trail is
@@ -57,7 +56,7 @@ class Chunk:
         text: the verbatim text shown to users and handed to the model.
         context: the trail ``path › section › title`` (or the heading trail) that is embedded
             with the text so a chunk knows where it belongs.
-        part: 0 for a whole chunk; 1..n when an over-budget chunk was split (B18).
+        part: 0 for a whole chunk; 1..n when an over-budget chunk was split.
         meta: extra metadata (front matter, property drawers), never embedded; its
             ``keywords`` list (tags, aliases) is indexed for lexical search only.
         source: the named source the chunk comes from (``repo``, the homelab repository, or a
@@ -124,22 +123,8 @@ def heading_path(chunk) -> str:
     return HEADING_JOIN.join(p for p in (chunk.section, chunk.title) if p)
 
 
-def is_parent(candidate, chunk) -> bool:
-    """Whether ``candidate`` is the parent of ``chunk`` in the same file (small-to-big).
-
-    Markdown: the chunk of the heading right above (its heading path equals the chunk's
-    ``section``). Headers and templates: the lead prose of the same section or group (title
-    ``""``) for a named paragraph or key. Works on ``Chunk`` and stored chunks alike.
-    """
-    if candidate.path != chunk.path or candidate is chunk:
-        return False
-    if chunk.kind in MARKDOWN_KINDS:
-        return bool(chunk.section) and heading_path(candidate) == chunk.section
-    return bool(chunk.title) and candidate.title == "" and candidate.section == chunk.section
-
-
 def normalise_text(text: str) -> str:
-    """Strip one leading U+FEFF (B10) and turn CRLF and lone CR into LF (B11).
+    """Strip one leading U+FEFF and turn CRLF and lone CR into LF.
 
     The sources module already does this; repeating it here is cheap and keeps the chunkers
     safe when called directly.
@@ -169,7 +154,7 @@ def chunk_document(path: str, kind: str, text: str, *, max_tokens: int = 256,
         max_tokens: the embedder's input budget; every chunk's ``embed_text`` counts at most
             this many tokens with ``count_tokens``.
         count_tokens: the embedder's token counter; None counts one token per character,
-            which is conservative for YAML, banners and other dense text (B18).
+            which is conservative for YAML, banners and other dense text.
         links: for notes (kinds note, org), link target -> title (``note_links.link_titles``),
             used to write ``[[links]]`` as their targets' titles; None: links keep their text.
 

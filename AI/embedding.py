@@ -3,11 +3,11 @@
 ``make_embedder(settings)`` returns one ``Embedder``. Whatever the backend says, every vector we
 hand out is float32 of shape ``(dimension,)``, finite, nonzero and L2-normalised by us, so cosine
 similarity is a dot product. A vector that is not (NaN, infinity, all zeros, wrong length) is never
-returned: that item fails instead (B19).
+returned: that item fails instead.
 
 Failures cost as little as possible: a batch the server rejects is retried one item at a time, so
-one bad chunk costs one chunk (B19a); an item the server rejects as longer than its context is
-marked ``too_long`` so the indexer can split it and retry (B18). ``EmbeddingUnavailable`` means no
+one bad chunk costs one chunk; an item the server rejects as longer than its context is
+marked ``too_long`` so the indexer can split it and retry. ``EmbeddingUnavailable`` means no
 server could be reached at all, and stops the run.
 
 Backends:
@@ -25,7 +25,7 @@ Backends:
 
 Remote backends cannot count tokens exactly without the server's tokenizer, so ``count_tokens``
 assumes about 1 character per token (dense text such as YAML or ``=====`` banners really does
-tokenize that way, B18) and ``max_tokens`` is the model's context where we know it (see
+tokenize that way) and ``max_tokens`` is the model's context where we know it (see
 ``REMOTE_CONTEXT``), else 2048 for Ollama (its default ``num_ctx`` for embedding models) and 512
 for OpenAI-compatible servers (llama.cpp's default physical batch, which bounds one input).
 """
@@ -84,7 +84,7 @@ class EmbeddingUnavailable(EmbeddingError):
 
 @dataclass(frozen=True)
 class EmbedFailure:
-    """Why one item got no vector. ``too_long``: the server said it exceeds its context (B18)."""
+    """Why one item got no vector. ``too_long``: the server said it exceeds its context."""
 
     message: str
     too_long: bool = False
@@ -126,7 +126,7 @@ def _reject_constant(name: str) -> float:
 
 
 def _strict_json(data: bytes) -> Any:
-    """Parse JSON refusing NaN/Infinity (Python's json accepts them by default, B19b)."""
+    """Parse JSON refusing NaN/Infinity (Python's json accepts them by default)."""
     return json.loads(data, parse_constant=_reject_constant)
 
 

@@ -13,12 +13,12 @@
    batches; a chunk the server rejects as too long is halved (``split_chunk``) and retried, up
    to ``MAX_SPLIT_DEPTH`` times; any other failed chunk is recorded against its file (status
    ``partial``, retried next run) and the run goes on. Paths stored but no longer tracked lose
-   their rows and chunks (deletions and renames, B05).
+   their rows and chunks (deletions and renames).
 4. Everything is written by ``Index.write`` in one SQLite transaction at the end, so a failed
    or interrupted run (server gone, Ctrl-C, crash) leaves the previous index whole and usable.
 
 An index built with another embedding backend, model or dimension is refused with
-``IndexMismatch`` before any embedding (B20); ``force=True`` rebuilds everything in one
+``IndexMismatch`` before any embedding; ``force=True`` rebuilds everything in one
 transaction instead.
 
 Heavy modules (numpy, the chunkers, the embedder, tqdm, filelock) are imported only once there
@@ -188,7 +188,7 @@ def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
             continue
         path = spec.stored_path(tracked.path)
         kind = spec.kind_of(tracked.path, matcher) or ""
-        if tracked.mode == sources.GITLINK_MODE:  # a folder of another repository (B02)
+        if tracked.mode == sources.GITLINK_MODE:  # a folder of another repository
             entries.append(_Entry(path, kind, sources.REASON_SUBMODULE, None, *extra))
             continue
         if not kind:
@@ -466,7 +466,7 @@ def _fill_counts(report: IndexReport, listing, entries, states) -> None:
 
 
 def _check_embedder(settings, idx: Index, meta: dict, get_embedder) -> None:
-    """Refuse another backend/model/dimension than the stored vectors' (B20)."""
+    """Refuse another backend/model/dimension than the stored vectors'."""
     if not meta.get("embed_backend"):
         return
     emb = get_embedder()
@@ -542,7 +542,7 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
 
 
 def _load_stored(run: _Run) -> None:
-    """Read the stored rows and meta; refuse another embedder before any work (B20)."""
+    """Read the stored rows and meta; refuse another embedder before any work."""
     run.states = {} if run.force else run.idx.file_states()
     run.meta = run.idx.meta()
     run.stamp = chunker_stamp()
@@ -805,7 +805,7 @@ def _embed_all(emb, chunks: list, progress, report: IndexReport, expect=None):
                     vec = result.vectors[i]
                     if vec is not None:
                         vec, problem = _checked_vector(vec)
-                        if problem:  # defence in depth: never store zero/NaN/inf (B19)
+                        if problem:  # defence in depth: never store zero/NaN/inf
                             failures[origin] = problem
                             continue
                     if vec is not None and expect and expect[1] and len(vec) != expect[1]:
@@ -946,7 +946,7 @@ def status(settings) -> dict[str, Any]:
     changed, added, removed = _differences(entries, states, listing.root, meta)
     head_moved = _heads_moved(listing, meta)
     # The settings name another embedder than the one that built the index: a refresh would
-    # be refused (B20) until --force.
+    # be refused until --force.
     embedder_changed = bool(meta.get("embed_backend")) and \
         (meta.get("config_backend"), meta.get("config_model")) != _config_key(settings)
     info["repository"] = {"root": str(listing.root), "head": listing.head,

@@ -8,15 +8,15 @@ Row format (8 fields, 7 ``|`` separators, one line each, UTF-8)::
 - ``date`` ``YYYY-MM-DD`` and ``time`` ``HH:MM:SS`` are UTC, so ledgers of hosts in different
   time zones total consistently.
 - ``prompt_tokens`` / ``completion_tokens`` are whole numbers, or empty when the model server did
-  not report them (B27): empty means *unknown*, never 0, and totals count unknowns separately.
+  not report them: empty means *unknown*, never 0, and totals count unknowns separately.
 - ``tok_s`` is generation speed in tokens per second with one decimal, or empty.
 
 This module is the one home of the format: ``ai-query`` (source ``cli``), the dock (source
 ``webgui``), ``ai-token-sync`` and the dock's token panel all go through it.
 
 Writers (``append_row``) never rewrite the file on an ordinary append: each row goes out as a
-single ``os.write`` of the whole encoded line on an ``O_APPEND`` descriptor under ``fcntl.flock``
-(B30), so a concurrent CLI writer and dock writer cannot interleave. Pruning to the newest
+single ``os.write`` of the whole encoded line on an ``O_APPEND`` descriptor under ``fcntl.flock``,
+so a concurrent CLI writer and dock writer cannot interleave. Pruning to the newest
 ``retain_rows`` happens on write, only once the file passes a size threshold, atomically (temp
 file + ``os.replace``) under the same lock; an appender that waited on the lock notices the file
 was replaced and re-opens it, so no concurrent append is lost.
@@ -285,7 +285,7 @@ def row_from_completion(completion, host: str, profile: str, source: str,
             server's ``created_at`` is never used: a server with a wrong clock would move the
             row to another day, and the ledger is this host's record.
 
-    Unknown counts stay ``None`` (an empty field), never 0 (B27).
+    Unknown counts stay ``None`` (an empty field), never 0.
     """
     moment = _utc(now or dt.datetime.now(dt.timezone.utc))
     tok_s = getattr(completion, "tok_s", None)
@@ -354,7 +354,7 @@ def append_row(path: str | os.PathLike, row: LedgerRow, *, retain_rows: int | No
             ``default_prune_threshold(retain_rows)``), so an ordinary append costs one fstat.
 
     The whole line goes out in one ``os.write`` on an ``O_APPEND`` descriptor under an
-    exclusive ``fcntl.flock`` (B30). If the file does not end in a newline (a line cut off by a
+    exclusive ``fcntl.flock``. If the file does not end in a newline (a line cut off by a
     crash or a bad copy), a newline is written first in the same call, so the broken line stays
     broken on its own and this row stays whole. Raises OSError when the write fails or is short.
     """

@@ -2,11 +2,11 @@
 
 Headings are whatever the CommonMark parser says they are: ATX (``## X``) and setext
 (``X`` over ``===``/``---``) at the top level of the document, never a ``#`` line inside a
-fenced (```` ``` ````, ``~~~``) or indented code block (B13), nor a heading quoted inside a
+fenced (```` ``` ````, ``~~~``) or indented code block, nor a heading quoted inside a
 block quote or list. A paragraph made only of MDX ``import X from "..."`` lines (Docusaurus
 pages) is site-generator code and is left out, as are lines of an HTML block that hold one bare tag
 and no words (``<TabItem value="yaml">``, ``</ConfigTabs>``). YAML front matter is parsed (mdit-py-plugins' front_matter plugin, then
-PyYAML) into ``meta``; it is never chunk text and never a setext underline (B10).
+PyYAML) into ``meta``; it is never chunk text and never a setext underline.
 
 One chunk per heading: its body is the text from the line after the heading to the next
 heading of any level, without leading and trailing blank lines; the chunk's line range starts

@@ -9,7 +9,7 @@ Message layout (``build_messages``), as a list of ``{"role", "content"}``:
    profiles that answer from documents, ``ANSWER_RULES`` (answer only from the context, cite
    each claim with its label, say what the context does not cover).
 2. the last ``profile.history_turns`` user/assistant turns of the conversation, oldest first,
-   assistant turns holding only answers (never reasoning, B25).
+   assistant turns holding only answers (never reasoning).
 3. ``user``: the context blocks (capability evidence first, then documentation excerpts, each
    introduced by its label ``[path › SECTION › title]``), then the question.
 

@@ -39,7 +39,7 @@ SECTIONS = ("PURPOSE", "OPERATIONAL MODEL", "DESIGN PRINCIPLES", "OPERATIONAL SA
             "CONFIGURATION", "RUNTIME MODES")
 _SECTION_LINE = re.compile(r"^(%s):?$" % "|".join(re.escape(s) for s in SECTIONS))
 # A title is a short label with a letter or digit in it: a 12,000-character "=====" banner
-# above indented text (B18) is prose, not a named paragraph.
+# above indented text is prose, not a named paragraph.
 _MAX_TITLE_CHARS = 100
 _TITLE_HAS_WORD = re.compile(r"[^\W_]")
 # Hanging indents that are not titles: a list item whose text wraps ("- item" / "1. item"),

@@ -1,9 +1,9 @@
 """Tracked documents: which files of the repository are indexed, as what kind, and how they decode.
 
 The only source of paths is ``git ls-files -z -s`` (one subprocess): ``-z`` gives names exactly as
-stored, whatever bytes they hold (B01), and ``-s`` gives each entry's mode so submodule gitlinks
-(mode 160000) are recognised without touching the disk (B02). Staged but uncommitted files are
-listed by git and therefore indexed; an empty repository lists nothing (B04).
+stored, whatever bytes they hold, and ``-s`` gives each entry's mode so submodule gitlinks
+(mode 160000) are recognised without touching the disk. Staged but uncommitted files are
+listed by git and therefore indexed; an empty repository lists nothing.
 
 Each tracked path is classified once:
 
@@ -17,9 +17,9 @@ Each tracked path is classified once:
   the tracked one (``resolves_as_tracked``). The read itself (``open_tracked``) refuses a link
   and a file swapped since the check.
 
-Decoding (``decode``): NUL in the first 8 KiB means binary; UTF-8 with the BOM stripped (B10);
-else cp1252, else latin-1, with a warning naming the file (B08); line endings normalised to
-``\\n`` (B11). Bytes are never dropped (no ``errors="ignore"``).
+Decoding (``decode``): NUL in the first 8 KiB means binary; UTF-8 with the BOM stripped;
+else cp1252, else latin-1, with a warning naming the file; line endings normalised to
+``\\n``. Bytes are never dropped (no ``errors="ignore"``).
 
 This module is on the no-op refresh path, so it imports nothing heavy.
 """
@@ -88,7 +88,7 @@ class Listing(NamedTuple):
     Attributes:
         root: the repository root (absolute).
         entries: tracked paths in git's order, one per path (conflict stages folded).
-        head: the commit SHA of HEAD, or None when the repository has no commits yet (B04).
+        head: the commit SHA of HEAD, or None when the repository has no commits yet.
             On a detached HEAD this is still the SHA, never the word ``HEAD``.
     """
 
@@ -306,7 +306,7 @@ class Decoded(NamedTuple):
 
 
 def normalise_newlines(text: str) -> str:
-    """CRLF and lone CR become LF (B11)."""
+    """CRLF and lone CR become LF."""
     if "\r" not in text:
         return text
     return text.replace("\r\n", "\n").replace("\r", "\n")
@@ -315,9 +315,9 @@ def normalise_newlines(text: str) -> str:
 def decode(data: bytes) -> Decoded:
     """Decode a document's bytes.
 
-    NUL in the first 8 KiB → binary (``text=None``). Otherwise UTF-8 (BOM stripped, B10); on
-    failure cp1252, then latin-1 (which cannot fail), each with a warning (B08). Line endings are
-    normalised (B11). No byte is ever silently dropped.
+    NUL in the first 8 KiB → binary (``text=None``). Otherwise UTF-8 (BOM stripped); on
+    failure cp1252, then latin-1 (which cannot fail), each with a warning. Line endings are
+    normalised. No byte is ever silently dropped.
     """
     if b"\0" in data[:BINARY_SNIFF_BYTES]:
         return Decoded(None, "binary", REASON_BINARY)

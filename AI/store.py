@@ -3,16 +3,16 @@
 Layout (schema version ``SCHEMA_VERSION``, applied by the numbered migrations below and recorded
 in ``schema_migrations``):
 
-* ``meta(key, value)``: embedding backend, model and dimension (the vectors' provenance, B20),
+* ``meta(key, value)``: embedding backend, model and dimension (the vectors' provenance),
   the backend/model the settings named, repository root, HEAD commit at the last build (a SHA
-  even on a detached HEAD, B04), build time and duration, file and chunk counts, and a
+  even on a detached HEAD), build time and duration, file and chunk counts, and a
   ``generation`` counter bumped by every write so readers know when to reload.
 * ``files(path, kind, size, mtime_ns, sha256, status, reason, chunk_count, encoding)``: every
   tracked path, indexed or skipped with its reason, so ``--status`` accounts for all of them and
   an unchanged ``size``/``mtime_ns`` lets the indexer skip a file without reading it.
 * ``chunks(id, path, kind, section, title, start_line, end_line, part, text, context, meta, vec)``:
   ``vec`` is the embedding as a little-endian float32 BLOB, L2-normalised by us, so cosine
-  similarity is a dot product. Zero, non-finite or wrong-length vectors are never written (B19).
+  similarity is a dot product. Zero, non-finite or wrong-length vectors are never written.
 * ``chunks_fts``: FTS5 over ``context`` and ``text`` (external content, kept in step by
   triggers). The tokenizer keeps ``_`` inside words, so ``MOVER_STOP_TIMEOUT`` is one token;
   ``-`` separates, and a quoted query word becomes a phrase, so ``--force-delete`` still matches
@@ -96,7 +96,7 @@ class VectorTable(NamedTuple):
         kinds: the chunk kinds, ``(n,)`` str array aligned with ``ids``.
         sections: the chunk sections, ``(n,)`` str array aligned with ``ids``.
         dimension: ``dim``; backend and model: the embedder that made the vectors.
-        excluded: ids of stored rows left out (zero, non-finite or wrong-length vectors, B19).
+        excluded: ids of stored rows left out (zero, non-finite or wrong-length vectors).
         titles: the chunk titles, ``(n,)`` str array aligned with ``ids`` (search ranks on
             them before reading any chunk text).
         sources: the chunks' source names, ``(n,)`` str array aligned with ``ids``.
@@ -121,7 +121,7 @@ def describe_embedder(backend: str, model: str, dimension: int | str | None) -> 
 
 
 def mismatch_message(stored: dict, backend: str, model: str, dimension: int | None) -> str:
-    """The B20 refusal: what the index was built with, what this run uses, and what to do."""
+    """The refusal of another embedder: what the index was built with, what this run uses, and what to do."""
     built = describe_embedder(stored.get("embed_backend", "?"), stored.get("embed_model", "?"),
                               stored.get("embed_dimension"))
     now = describe_embedder(backend, model, dimension)
@@ -441,7 +441,7 @@ class Index:
         """All usable vectors as one contiguous float32 matrix (see ``VectorTable``).
 
         One query fetches every BLOB; rows whose BLOB is not ``dimension`` float32 values, or
-        whose vector is zero or non-finite, are excluded (B19c, B20) — they can never rank and
+        whose vector is zero or non-finite, are excluded — they can never rank and
         no dot product ever runs between vectors of different lengths. Cached until the index's
         generation changes, so repeated searches in one process do not reload.
         """
@@ -727,7 +727,7 @@ class IndexChanges:
 
     Attributes:
         replace_all: drop every file and chunk first (``--force``).
-        delete_paths: paths whose file row and chunks go (deleted or renamed away, B05).
+        delete_paths: paths whose file row and chunks go (deleted or renamed away).
         replace_chunks_of: paths whose chunks are dropped before ``new_chunks`` are added.
         new_chunks: ``(chunk, vector)`` pairs; vectors float32 ``(dim,)`` L2-normalised.
         file_rows: file rows to insert or replace.

@@ -10,7 +10,7 @@ a bad record is dropped on load and the answer kept. Only ``Chat.history()`` (ro
 is ever replayed into a prompt: sources are shown, never sent. Reasoning and timings are not
 stored.
 
-Files are written atomically (B29): a temporary file in the same folder, write, flush,
+Files are written atomically: a temporary file in the same folder, write, flush,
 ``os.fsync``, ``os.replace``, then the folder is synced. A process killed at any moment leaves
 either the complete old file or the complete new one. A file that cannot be read as a chat
 (truncated JSON, zero bytes, NUL bytes) is renamed ``<name>.json.corrupt-<timestamp>`` and

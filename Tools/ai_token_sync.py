@@ -28,7 +28,7 @@
 #     no host can change another host's counters.
 #   One File Per Partner
 #     Each partner's ledger lands in a file of its own named after its slot. Merging ledgers
-#     into one file would lose lines the way last-writer-wins copies do (case B30), and would
+#     into one file would lose lines the way last-writer-wins copies do, and would
 #     make a double count invisible.
 #   A File Counts Only Its Own Host
 #     When the totals are computed, a partner's file contributes only rows whose host column
