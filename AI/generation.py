@@ -6,14 +6,14 @@ whole answer, the reasoning kept apart, the token counts and the timings.
 
 Robustness rules, each from a failure seen in the wild (../shared/cases.md):
   * The body is read as raw bytes, buffered, split on ``b"\\n"``; only complete lines are decoded
-    and parsed, and a last line without a newline is parsed at EOF (B23). A UTF-8 character or a
+    and parsed, and a last line without a newline is parsed at EOF. A UTF-8 character or a
     JSON object cut across reads is therefore never a problem.
   * Reasoning never leaks into the answer: ``message.thinking`` (Ollama) and
     ``delta.reasoning_content`` / ``delta.reasoning`` (OpenAI-compatible) are thinking, every delta
-    of it (B26); ``<think>`` blocks inside the content are split off by ``ThinkSplitter`` (B25),
+    of it; ``<think>`` blocks inside the content are split off by ``ThinkSplitter``,
     including tags cut across deltas, a missing opening tag and a block left unclosed.
   * Unknown counts stay unknown: a missing ``prompt_eval_count`` or ``usage`` gives None, never 0;
-    a missing or zero ``eval_duration`` gives ``tok_s`` None, never a division by zero (B27).
+    a missing or zero ``eval_duration`` gives ``tok_s`` None, never a division by zero.
   * Ollama's context window is sized to the prompt (``ollama_num_ctx``: a power of two from
     2048 up to ``AI_GEN_NUM_CTX``), and a prompt the server cut to fit its window, seen as a
     ``prompt_eval_count`` far below our own estimate, sets ``Completion.prompt_cut`` and is
@@ -129,7 +129,7 @@ def _partial_tag_suffix(text: str) -> int:
 
 
 class ThinkSplitter:
-    """Separates ``<think>...</think>`` reasoning from the answer in streamed content (B25).
+    """Separates ``<think>...</think>`` reasoning from the answer in streamed content.
 
     Feed content deltas with ``feed``; it returns (kind, text) pieces to stream, kind
     "content" | "thinking" | "reclassified" (text first streamed as content that a lone
@@ -236,7 +236,7 @@ class ThinkSplitter:
 # -- byte-level line buffering -------------------------------------------------------------------
 
 class LineBuffer:
-    """Accumulates raw bytes and hands out complete lines, decoded (B23).
+    """Accumulates raw bytes and hands out complete lines, decoded.
 
     ``feed(chunk)`` returns the complete lines so far (without the newline, ``\\r`` stripped);
     ``close()`` returns the last line when the body ended without a newline. Decoding happens
@@ -322,13 +322,6 @@ class ChatClient:
         Raises GenerationUnavailable (nothing streamed, no server reachable) or GenerationError.
         """
         raise NotImplementedError
-
-    def complete(self, messages: list[dict[str, str]]) -> Completion:
-        """Run ``stream`` to the end and return the Completion."""
-        for event in self.stream(messages):
-            if event.type == "done":
-                return event.completion
-        raise GenerationError("the stream ended without a result")  # stream() never gets here
 
     def _post_stream(self, client: httpx.Client, url: str, payload: dict,
                      headers: dict | None = None):
@@ -569,67 +562,103 @@ class OpenAIChatClient(ChatClient):
             yield "\n".join(data)
 
     def _read(self, response: httpx.Response, url: str, started: float) -> Iterator[StreamEvent]:
+        """The stream's events: each data object read for metadata and its choices' deltas,
+        then the Completion finished. Raises GenerationError for an HTTP error, an error event
+        or a stream that ends before its final event."""
         if response.status_code != 200:
             raise self._http_error(response, url)
-        splitter = ThinkSplitter()
-        reasoning: list[str] = []
-        completion = Completion(backend=self.backend, model=self.model, host=self.base_url)
+        state = _OpenAIStream(Completion(backend=self.backend, model=self.model,
+                                         host=self.base_url), started)
         finished = False
-        last_delta_at: float | None = None
-        speed: float | None = None
         for data in self._events(response, url):
             if data.strip() == "[DONE]":
                 finished = True
                 break
-            obj = _parse_json_line(data, url)
-            if not isinstance(obj, dict):
-                raise GenerationError(f"{url}: unexpected event {data[:200]!r}")
-            if obj.get("error"):
-                error = obj["error"]
-                message = error.get("message", error) if isinstance(error, dict) else error
-                raise GenerationError(f"{url}: the model server reported an error mid-stream: "
-                                      f"{message}")
-            if isinstance(obj.get("created"), (int, float)) and completion.created_at is None:
-                completion.created_at = datetime.fromtimestamp(obj["created"], timezone.utc)
-            usage = obj.get("usage")
-            if isinstance(usage, dict):
-                completion.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
-                completion.completion_tokens = _int_or_none(usage.get("completion_tokens"))
-            timings = obj.get("timings")
-            if isinstance(timings, dict) and isinstance(timings.get("predicted_per_second"),
-                                                        (int, float)):
-                speed = float(timings["predicted_per_second"]) or None
+            obj = _event_object(data, url)
+            state.note_metadata(obj)
             for choice in obj.get("choices") or []:
-                delta = choice.get("delta") or {}
-                thinking = delta.get("reasoning_content") or delta.get("reasoning") or ""
-                content = delta.get("content") or ""
-                if thinking or content:
-                    now = time.monotonic()
-                    last_delta_at = now
-                    if completion.first_token_s is None:
-                        completion.first_token_s = now - started
-                if thinking:
-                    reasoning.append(thinking)
-                    yield StreamEvent("thinking", thinking)
-                if content:
-                    yield from self._split_events(splitter, splitter.feed(content))
-                if choice.get("finish_reason"):
-                    completion.done_reason = choice["finish_reason"]
-        if not finished and completion.done_reason is None:
+                yield from self._choice_events(state, choice)
+        if not finished and state.completion.done_reason is None:
             raise GenerationError(f"{url}: the stream ended before the final event")
-        yield from self._split_events(splitter, splitter.finish())
+        yield from self._split_events(state.splitter, state.splitter.finish())
+        state.finish()
+        yield StreamEvent("done", completion=state.completion)
+
+    def _choice_events(self, state: "_OpenAIStream", choice: dict) -> Iterator[StreamEvent]:
+        """The reasoning and content deltas of one choice; notes its finish reason."""
+        delta = choice.get("delta") or {}
+        thinking = delta.get("reasoning_content") or delta.get("reasoning") or ""
+        content = delta.get("content") or ""
+        if thinking or content:
+            state.note_delta()
+        if thinking:
+            state.reasoning.append(thinking)
+            yield StreamEvent("thinking", thinking)
+        if content:
+            yield from self._split_events(state.splitter, state.splitter.feed(content))
+        if choice.get("finish_reason"):
+            state.completion.done_reason = choice["finish_reason"]
+
+
+def _event_object(data: str, url: str) -> dict:
+    """One server-sent event's JSON object; GenerationError for anything else or an error."""
+    obj = _parse_json_line(data, url)
+    if not isinstance(obj, dict):
+        raise GenerationError(f"{url}: unexpected event {data[:200]!r}")
+    if obj.get("error"):
+        error = obj["error"]
+        message = error.get("message", error) if isinstance(error, dict) else error
+        raise GenerationError(f"{url}: the model server reported an error mid-stream: {message}")
+    return obj
+
+
+class _OpenAIStream:
+    """What one OpenAI-compatible stream has told so far, for the Completion at its end."""
+
+    def __init__(self, completion: Completion, started: float) -> None:
+        self.completion = completion
+        self.started = started  # time.monotonic() when the request was sent
+        self.splitter = ThinkSplitter()
+        self.reasoning: list[str] = []
+        self.last_delta_at: float | None = None
+        self.speed: float | None = None  # tokens/s reported by the server (llama.cpp)
+
+    def note_metadata(self, obj: dict) -> None:
+        """Creation time, usage counts and the server's own speed, when the event has them."""
+        completion = self.completion
+        if isinstance(obj.get("created"), (int, float)) and completion.created_at is None:
+            completion.created_at = datetime.fromtimestamp(obj["created"], timezone.utc)
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            completion.prompt_tokens = _int_or_none(usage.get("prompt_tokens"))
+            completion.completion_tokens = _int_or_none(usage.get("completion_tokens"))
+        timings = obj.get("timings")
+        if isinstance(timings, dict) and isinstance(timings.get("predicted_per_second"),
+                                                    (int, float)):
+            self.speed = float(timings["predicted_per_second"]) or None
+
+    def note_delta(self) -> None:
+        """A reasoning or content delta arrived: time of the first and of the latest."""
+        now = time.monotonic()
+        self.last_delta_at = now
+        if self.completion.first_token_s is None:
+            self.completion.first_token_s = now - self.started
+
+    def finish(self) -> None:
+        """Fill in the answer, reasoning, truncation, tokens/s and elapsed time."""
+        completion, splitter = self.completion, self.splitter
         completion.answer = splitter.answer
-        completion.thinking = "\n\n".join(t for t in ("".join(reasoning).strip(),
+        completion.thinking = "\n\n".join(t for t in ("".join(self.reasoning).strip(),
                                                       splitter.thinking) if t)
         completion.truncated = completion.done_reason in TRUNCATING_REASONS or splitter.unclosed
-        if speed is None and completion.completion_tokens and last_delta_at is not None:
+        speed = self.speed
+        if speed is None and completion.completion_tokens and self.last_delta_at is not None:
             # tokens after the first one, over the time from the first delta to the last
-            span = last_delta_at - (started + completion.first_token_s)
+            span = self.last_delta_at - (self.started + completion.first_token_s)
             if completion.completion_tokens > 1 and span > 0:
                 speed = (completion.completion_tokens - 1) / span
         completion.tok_s = speed
-        completion.elapsed_s = time.monotonic() - started
-        yield StreamEvent("done", completion=completion)
+        completion.elapsed_s = time.monotonic() - self.started
 
 
 def make_chat_client(settings: Settings) -> ChatClient:

@@ -354,5 +354,5 @@ def test_make_chat_client_ollama(model_server):
                         ai_ollama_hosts=("127.0.0.1:1", model_server.base_url))
     client = make_chat_client(settings)
     assert isinstance(client, OllamaChatClient) and client.num_ctx == 2048
-    completion = client.complete(QUESTION)
+    _, completion = collect(client)
     assert completion.model == "qwen2.5:3b" and completion.host == model_server.base_url
