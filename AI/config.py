@@ -19,7 +19,6 @@ holding ``$VAR`` is warned about (the conf is parsed literally, never expanded).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import logging
 import os
 import re
@@ -329,8 +328,13 @@ def check_ranges(settings: Settings) -> None:
 def _warn_unknown_keys(values: Mapping[str, str], fields: Mapping, path: Path,
                        env: Mapping[str, str]) -> None:
     """Warn about AI_* keys that are no setting, with the nearest known name."""
+    unknown = sorted(set(values) - set(fields) - OTHER_KNOWN_KEYS)
+    if not unknown:
+        return
+    import difflib  # only when there is something to suggest: start-up time of every command
+
     known = list(fields)
-    for key in sorted(set(values) - set(fields) - OTHER_KNOWN_KEYS):
+    for key in unknown:
         nearest = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
         hint = f"; did you mean {nearest[0]}?" if nearest else ""
         source = "the environment" if key in env else path

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from varaverk.chunking import SEP, chunk_document, heading_path, is_parent
+from varaverk.chunking import SEP, chunk_document, heading_path
 from tests.chunking.support import read_fixture
 
 BIG = 100_000
@@ -131,17 +131,6 @@ def test_mdx_import_lines_are_not_text():
     (chunk,) = md(text, "docs/zones.md", "doc")
     assert chunk.text == "Zones are areas.\n\n```js\nimport a from 'b';\n```"
     assert chunk.start_line == 8
-
-
-def test_parent_of_a_markdown_chunk_and_of_a_named_paragraph():
-    chunks = md("# Guide\nIntro.\n## Mirror\nAbout it.\n### Skipped\nLog.\n## Other\nX.\n")
-    guide, mirror, skipped, other = chunks
-    assert is_parent(mirror, skipped) and is_parent(guide, mirror) and is_parent(guide, other)
-    assert not is_parent(guide, skipped) and not is_parent(skipped, mirror)
-    assert not is_parent(mirror, guide)
-    header = chunk_document("a.sh", "header", "#!/bin/sh\n# PURPOSE\n#   Lead.\n#   Name\n#     Body.\n")
-    lead, named = header
-    assert is_parent(lead, named) and not is_parent(named, lead)
 
 
 def test_bare_jsx_tag_lines_are_not_text_but_tags_with_words_are():
