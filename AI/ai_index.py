@@ -213,7 +213,8 @@ def _dry_run(settings, args) -> int:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return exitcodes.OK
     print(f"dry run: {result['repo_root']} (HEAD {result['head'] or 'none: no commits yet'}), "
-          f"{result['tracked']} tracked files; nothing contacted, nothing written")
+          f"{result['tracked']} tracked files{_in_sources(result)}; nothing contacted, "
+          f"nothing written")
     print(f"embedder: {embedder.backend}/{embedder.model}, {embedder.max_tokens} tokens per chunk")
     for kind, counts in result["kinds"].items():
         print(f"  {kind:<9} {counts['files']:>5} files {counts['chunks']:>6} chunks")
@@ -292,6 +293,11 @@ def _status(settings, args) -> int:
     else:
         print("up to date with the repository")
     return exitcodes.OK
+
+
+def _in_sources(result: dict) -> str:
+    names = result.get("sources") or []
+    return f" in {len(names)} sources ({', '.join(names)})" if len(names) > 1 else ""
 
 
 def _print_sources(rows: list[dict]) -> None:

@@ -895,7 +895,8 @@ def plan(settings, count_tokens: Callable[[str], int] | None = None, max_tokens:
             tokenizer works offline; remote backends count characters).
 
     Returns:
-        ``{"repo_root", "head", "tracked", "kinds": {kind: {"files", "chunks"}},
+        ``{"repo_root", "head", "tracked" (every source's), "sources" (names), "kinds":
+        {kind: {"files", "chunks"}},
         "files": [{"path", "kind", "chunks", "encoding"}], "skipped": [{"path", "kind",
         "reason"}], "chunks"}``.
     """
@@ -918,6 +919,7 @@ def plan(settings, count_tokens: Callable[[str], int] | None = None, max_tokens:
         files.append({"path": entry.path, "kind": entry.kind, "chunks": len(chunks),
                       "encoding": decoded.encoding})
     return {"repo_root": str(listing.root), "head": listing.head, "tracked": len(listing.entries),
+            "sources": [spec.name for spec in listing.specs],
             "kinds": kinds, "files": files, "skipped": skipped,
             "chunks": sum(k["chunks"] for k in kinds.values())}
 
@@ -950,7 +952,7 @@ def status(settings) -> dict[str, Any]:
     embedder_changed = bool(meta.get("embed_backend")) and \
         (meta.get("config_backend"), meta.get("config_model")) != _config_key(settings)
     info["repository"] = {"root": str(listing.root), "head": listing.head,
-                          "tracked": len(listing.entries)}
+                          "tracked": sum(1 for e in entries if e.source == DEFAULT_SOURCE)}
     info["behind"] = {"head_moved": head_moved, "stored_head": meta.get("head") or None,
                       "changed": changed, "added": added, "removed": removed,
                       "embedder_changed": embedder_changed,

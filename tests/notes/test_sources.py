@@ -138,6 +138,8 @@ def test_status_lists_each_source(lab):
     info = indexer.status(settings)
     rows = {r["name"]: r for r in info["sources"]}
     assert list(rows) == ["repo", "vault", "roam", "chats"]
+    assert info["repository"]["tracked"] == 1 and rows["repo"]["tracked"] == 1
+    assert indexer.plan(settings)["sources"] == ["repo", "vault", "roam", "chats"]
     assert rows["vault"]["type"] == "notes" and rows["chats"]["type"] == "chats"
     assert rows["roam"]["files"] == 3 and rows["roam"]["chunks"] > 3
     assert not any(r["behind"] for r in rows.values())
