@@ -11,6 +11,26 @@ from tests.support.repos import make_harborlab
 
 
 @pytest.fixture(autouse=True)
+def _restore_logging():
+    """Entry points configure the ``varaverk`` logger (handlers, no propagation) and
+    setup_logging remembers the log folder; undo both after every test, so that tests that
+    capture logs do not depend on the order tests run in."""
+    import logging
+
+    from varaverk import logs
+    logger = logging.getLogger("varaverk")
+    saved = (list(logger.handlers), logger.propagate, logger.level, dict(logs._last))
+    yield
+    for handler in list(logger.handlers):
+        if handler not in saved[0]:
+            logger.removeHandler(handler)
+            handler.close()
+    logger.propagate, logger.level = saved[1], saved[2]
+    logs._last.clear()
+    logs._last.update(saved[3])
+
+
+@pytest.fixture(autouse=True)
 def _forget_hosts():
     """Every test chooses its Ollama host afresh: the choice is remembered per process, and
     each test's model server listens on a port of its own."""

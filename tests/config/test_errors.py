@@ -117,25 +117,6 @@ def test_turn_failed_takes_kind_and_code_from_the_error():
 
 # ── varaverk.cli.run ──
 
-@pytest.fixture(autouse=True)
-def _restore_logging():
-    """setup_logging configures the ``varaverk`` logger and remembers the log folder; undo
-    both so that the order tests run in does not matter."""
-    import logging
-
-    from varaverk import logs
-    logger = logging.getLogger("varaverk")
-    saved = (list(logger.handlers), logger.propagate, logger.level, dict(logs._last))
-    yield
-    for handler in list(logger.handlers):
-        if handler not in saved[0]:
-            logger.removeHandler(handler)
-            handler.close()
-    logger.propagate, logger.level = saved[1], saved[2]
-    logs._last.clear()
-    logs._last.update(saved[3])
-
-
 def _fresh_logging(tmp_path: Path):
     """Point the log machinery at tmp_path as setup_logging would (no file handler)."""
     from varaverk.config import Settings

@@ -3,7 +3,6 @@ HTTP server in a thread."""
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -24,20 +23,6 @@ def clean_env(monkeypatch):
     for key in list(os.environ):
         if key.startswith("AI_"):
             monkeypatch.delenv(key)
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging():
-    """Entry points configure the ``varaverk`` logger (handlers, no propagation); undo that so
-    tests in other areas that capture logs are not affected by the order tests run in."""
-    logger = logging.getLogger("varaverk")
-    saved = (list(logger.handlers), logger.propagate, logger.level)
-    yield
-    for handler in list(logger.handlers):
-        if handler not in saved[0]:
-            logger.removeHandler(handler)
-            handler.close()
-    logger.propagate, logger.level = saved[1], saved[2]
 
 
 @dataclass

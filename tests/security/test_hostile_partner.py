@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.fleet.conftest import _restore_logging, clean_env, fleet  # noqa: F401
+from tests.fleet.conftest import clean_env, fleet  # noqa: F401
 from tests.fleet.test_fleet_sync import _add, _conf
 from varaverk import ledger
 from varaverk_tools import ai_token_sync as sync
