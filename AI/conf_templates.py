@@ -14,8 +14,11 @@ above it, and group keys under banners. Chunks:
       ``#KEY=VALUE`` lines) with the comment block directly above it is one chunk: title =
       the key, section = the group. Continuation lines (an open quote, a trailing backslash)
       belong to the key;
-    - YAML templates (``*.yml.example``, ``*.yaml.template``, ...) are cut at top-level keys
-      instead, each with the comments above it; deeper structure stays inside its block;
+    - YAML files (``*.yml.example``, compose files, commented ``*.yaml``) are cut at top-level
+      keys instead, each with the comments above it, a commented-out key (``#key: value``,
+      as reference configs ship their defaults) counting as a key with its commented-out
+      nested lines; deeper structure stays inside its block;
+    - a file without any comment is left out (no chunks): its values alone document nothing;
     - any other comment paragraph is a chunk of its own (title ``""``), so nothing is lost.
 
 Comment leaders (``#``, ``;``, ``//``) are removed from prose lines in the chunk text; key lines
@@ -28,6 +31,7 @@ from __future__ import annotations
 import re
 
 from varaverk.chunking import Draft
+from varaverk.markdown_sections import yaml_key_paths as _yaml_key_paths
 
 _BANNER_CHARS = "─━═—–=\\-~*#_+"
 _BANNER_INLINE = re.compile(rf"^[{_BANNER_CHARS}]{{2,}}\s*(?P<name>.*?[^\s{_BANNER_CHARS}].*?)"
@@ -39,6 +43,10 @@ _KEY_LINE = re.compile(r"^(?:export\s+)?(?P<key>[A-Za-z_][A-Za-z0-9_.\-]*)\s*=")
 # "# Set x = 1 to ..." is not mistaken for one.
 _COMMENTED_KEY = re.compile(r"^(?:export\s+)?(?P<key>[A-Za-z_][A-Za-z0-9_.\-]*)=")
 _YAML_KEY = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_.\-]*)\s*:(\s|$)")
+# A commented-out top-level key ("#max_upload_size: 50M", no space after the "#") and the
+# commented-out nested lines right under it ("#  - module: file_system").
+_YAML_COMMENTED_KEY = re.compile(r"^#(?P<key>[A-Za-z_][A-Za-z0-9_.\-]*)\s*:(\s|$)")
+_YAML_COMMENTED_NESTED = re.compile(r"^#(?:\s{2,}|\s*- )\S")
 _COMMENT_LEADERS = ("#", ";", "//")
 _YAML_SUFFIXES = (".yml", ".yaml")
 
@@ -52,6 +60,8 @@ def template_drafts(path: str, text: str) -> list[Draft]:
         text: the decoded, newline-normalised file.
     """
     lines = text.split("\n")
+    if not any(_comment_body(line) is not None for line in lines):
+        return []  # no comment, no documentation: values alone are left out
     if _is_yaml(path):
         return _yaml_drafts(lines)
     return _env_drafts(lines)
@@ -188,7 +198,9 @@ def _yaml_drafts(lines: list[str]) -> list[Draft]:
     def flush_block() -> None:
         nonlocal block, key
         if any(t.strip() for _, t in block):
-            drafts.append(Draft(group, key, [group, key], block))
+            # Parts of a long block say which nested keys they start under.
+            labels = _yaml_key_paths(lines, block[0][0] - 1, block[-1][0])
+            drafts.append(Draft(group, key, [group, key], block, part_labels=labels))
         block, key = [], ""
 
     def flush_comments() -> None:
@@ -204,8 +216,13 @@ def _yaml_drafts(lines: list[str]) -> list[Draft]:
             flush_comments()
             group = banner[0]
             continue
-        top_key = _YAML_KEY.match(line)
+        top_key = _YAML_KEY.match(line) or _YAML_COMMENTED_KEY.match(line)
         top_comment = line.startswith("#")
+        if top_comment and not top_key and block and not lines[i - 1].strip() == "" \
+                and _YAML_COMMENTED_NESTED.match(line):
+            # "#  - module: x" right under "#providers:": the commented-out key's own value
+            block.append((i + 1, line.rstrip()))
+            continue
         if top_key:
             flush_block()
             key = top_key.group("key")

@@ -171,11 +171,21 @@ class Settings:
     ai_globs_header: tuple[str, ...] = ("**/*.sh", "**/*.bash", "**/*.py", "**/*.php", "**/*.pl")
     ai_globs_readme: tuple[str, ...] = ("**/README-*.md",)
     ai_globs_manual: tuple[str, ...] = ("**/Manual-*.md",)
-    ai_globs_template: tuple[str, ...] = ("Deployment/*.template", "**/*.env.example",
-                                          "**/.env.example", "**/*.conf.example",
-                                          "**/*.yml.example", "**/*.yaml.example")
+    # Commented configuration: the comments are the documentation; a matching file without
+    # any comment is left out (no chunks). Tracked files without an extension (and executable
+    # ones matching no glob) are classified as header by their shebang.
+    ai_globs_template: tuple[str, ...] = ("Deployment/*.template", "**/*.env", "**/.env.example",
+                                          "**/*.env.example", "**/*.env.tmpl", "**/*.example",
+                                          "**/*.sample", "**/*.conf", "**/*.cf",
+                                          "**/compose.yaml", "**/compose.yml",
+                                          "**/docker-compose*.yml", "**/docker-compose*.yaml",
+                                          "**/*.yml", "**/*.yaml")
+    # Never documentation, whatever the kind globs say: real configuration tracked by mistake.
+    ai_globs_exclude: tuple[str, ...] = ("Configurations/**", "**/.env")
     ai_globs_doc: tuple[str, ...] = ("README.md", "Manual.md", "Notes_*.md", "**/README.md",
-                                     "docs/**/*.md", "docs/**/*.mdx", "doc/**/*.md")
+                                     "docs/**/*.md", "docs/**/*.mdx", "doc/**/*.md",
+                                     "README.rst", "**/README.rst", "docs/**/*.rst",
+                                     "**/*.ronn")
     # Extra sources beside the repository: space-separated NAME=TYPE:PATH (named_sources).
     ai_sources: tuple[str, ...] = ()
     # Run evidence (troubleshoot): the jobs whose last runs are reported, and their status files.

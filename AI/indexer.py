@@ -188,6 +188,8 @@ def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
             continue
         path = spec.stored_path(tracked.path)
         kind = spec.kind_of(tracked.path, matcher) or ""
+        if not kind and spec.type == "repo" and not matcher.excluded(tracked.path):
+            kind = sources.shebang_kind(listing.root, tracked) or ""
         if tracked.mode == sources.GITLINK_MODE:  # a folder of another repository
             entries.append(_Entry(path, kind, sources.REASON_SUBMODULE, None, *extra))
             continue
@@ -238,9 +240,9 @@ def _skip_unchanged(entry: _Entry, stored: FileState | None) -> bool:
 
 
 # secret_patterns: a change to what is masked must re-chunk every document.
-CHUNKER_MODULES = ("chunking", "script_headers", "markdown_sections", "conf_templates",
-                   "secret_patterns", "obsidian_notes", "org_notes", "note_links",
-                   "chat_exports")
+CHUNKER_MODULES = ("chunking", "script_headers", "script_docs", "markdown_sections",
+                   "conf_templates", "secret_patterns", "obsidian_notes", "org_notes",
+                   "note_links", "chat_exports")
 
 
 def chunker_stamp() -> str:

@@ -84,7 +84,7 @@ def _json_safe(value: Any) -> Any:
     return str(value)
 
 
-def _yaml_key_paths(lines: list[str], first: int, end: int) -> dict[int, str]:
+def yaml_key_paths(lines: list[str], first: int, end: int) -> dict[int, str]:
     """For each line (1-based) of a YAML block, the keys it is nested under (``a > b``).
 
     Lines ``first..end-1`` (0-based) are the block's content. Used to label the parts of a
@@ -125,7 +125,7 @@ def _outline(tokens, lines: list[str]) -> _Outline:
         if not tok.map:
             continue
         if tok.type == "fence" and tok.info.strip().lower() in _YAML_INFOS:
-            out.labels.update(_yaml_key_paths(lines, tok.map[0] + 1, tok.map[1] - 1))
+            out.labels.update(yaml_key_paths(lines, tok.map[0] + 1, tok.map[1] - 1))
         elif tok.type == "paragraph_open" and tok.level == 0 \
                 and all(_MDX_IMPORT.match(lines[n]) for n in range(*tok.map)):
             out.skipped.update(range(tok.map[0], tok.map[1]))

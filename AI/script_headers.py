@@ -25,7 +25,10 @@ Chunks (as ``Draft`` records for ``varaverk.chunking``):
       Without a PURPOSE section they form a chunk of their own (section ``""``, title
       ``summary``).
     - a header comment without any of the six sections (issue 6) is one chunk (section
-      ``""``, title ``header comment``), unless it is trivial (fewer than 3 lines with text).
+      ``""``, title ``header comment``), unless it is trivial (fewer than 3 lines with text);
+    - any script's usage/help text is a chunk titled ``usage``, and a script without the six
+      sections that comments in banners gives one chunk per banner section
+      (``varaverk.script_docs``: comments and documented assignments only, never other code).
 """
 
 from __future__ import annotations
@@ -81,14 +84,18 @@ def header_drafts(path: str, text: str) -> list[Draft]:
         path: repository-relative path; its extension (or shebang) picks the comment syntax.
         text: the decoded, newline-normalised file.
     """
+    from varaverk.script_docs import banner_drafts, usage_drafts
+
+    lines = text.split("\n")
     block = find_header(path, text)
-    if not block:
-        return []
-    if not any(_section_name(line) for line in block):
-        if sum(1 for line in block if not line.blank) < _MIN_COMMENT_LINES:
-            return []
-        return [Draft("", COMMENT_TITLE, [COMMENT_TITLE], _dedent(block))]
-    return _section_drafts(block)
+    usage = usage_drafts(path, lines)
+    if any(_section_name(line) for line in block):
+        return _section_drafts(block) + usage
+    drafts: list[Draft] = []
+    if sum(1 for line in block if not line.blank) >= _MIN_COMMENT_LINES:
+        drafts.append(Draft("", COMMENT_TITLE, [COMMENT_TITLE], _dedent(block)))
+    after = block[-1].number if block else 0
+    return drafts + usage + banner_drafts(lines, after)
 
 
 def find_header(path: str, text: str) -> list[HeaderLine]:

@@ -8,7 +8,9 @@ listed by git and therefore indexed; an empty repository lists nothing.
 Each tracked path is classified once:
 
 * its *kind* from the ``AI_GLOBS_*`` settings (header, readme, manual, template, doc, first match
-  in that order); a path matching none is left out with the reason ``not a documentation kind``;
+  in that order), else ``header`` when it is a script known by its shebang only
+  (``shebang_kind``); a path matching none is left out with the reason ``not a documentation
+  kind``;
 * what it is on disk (``os.lstat``): a regular file is read; a path deleted from the work tree is
   treated as deleted; symbolic links are never followed (a link may lead outside the repository
   or to a git-ignored file holding secrets), and anything else is skipped with its reason. This
@@ -171,21 +173,55 @@ class KindMatcher:
     match the whole path wins (so ``docs/README-x.md`` is a readme, not a doc).
     """
 
-    def __init__(self, globs_by_kind: dict[str, Sequence[str]]):
+    def __init__(self, globs_by_kind: dict[str, Sequence[str]], exclude: Sequence[str] = ()):
         self._rules = [(kind, rx) for kind in KINDS
                        if (rx := compile_globs(globs_by_kind.get(kind, ()))) is not None]
+        self._exclude = compile_globs(exclude)
 
     @classmethod
     def from_settings(cls, settings) -> "KindMatcher":
-        """Build from a ``Settings`` (fields ``ai_globs_<kind>``)."""
-        return cls({kind: getattr(settings, f"ai_globs_{kind}") for kind in KINDS})
+        """Build from a ``Settings`` (fields ``ai_globs_<kind>`` and ``ai_globs_exclude``)."""
+        return cls({kind: getattr(settings, f"ai_globs_{kind}") for kind in KINDS},
+                   getattr(settings, "ai_globs_exclude", ()))
+
+    def excluded(self, path: str) -> bool:
+        """Whether ``path`` matches the exclusion globs (never documentation, whatever else)."""
+        return bool(self._exclude and self._exclude.match(path))
 
     def kind_of(self, path: str) -> str | None:
         """The kind of repository-relative ``path``, or None when it is not documentation."""
+        if self.excluded(path):
+            return None
         for kind, rx in self._rules:
             if rx.match(path):
                 return kind
         return None
+
+
+# An interpreter line naming a language whose scripts carry comment headers.
+_SHEBANG = re.compile(rb"^#![ \t]*\S*/(?:env[ \t]+(?:-\S+[ \t]+)*)?"
+                      rb"(?:sh|bash|dash|ksh|zsh|ash|python[0-9.]*|perl|php|ruby)(?:[ \t]|$)")
+
+
+def shebang_kind(root: Path, entry: TrackedPath) -> str | None:
+    """``"header"`` for a tracked script that no glob can recognise by name: a regular file
+    without an extension (or an executable one) whose first line is a shebang for sh, bash,
+    python, perl, php or ruby (``#!/bin/sh -e``, ``#!/usr/bin/env python3``); else None.
+
+    Reads at most 128 bytes, never through a symbolic link (``lstat_entry``, ``open_tracked``).
+    """
+    name = entry.path.rsplit("/", 1)[-1]
+    if entry.mode == GITLINK_MODE or ("." in name.lstrip(".") and entry.mode != "100755"):
+        return None
+    st, reason = lstat_entry(root, entry)
+    if reason or st is None:
+        return None
+    try:
+        with open_tracked(root, entry.path, st) as fh:
+            first = fh.read(128).split(b"\n", 1)[0]
+    except OSError:
+        return None
+    return "header" if _SHEBANG.match(first) else None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -111,3 +111,37 @@ def test_harborlab_templates_lose_no_line():
             is_banner = "──" in line
             if line.strip() and not is_banner:
                 assert number in covered, (path, number, line)
+
+
+def test_config_without_any_comment_is_left_out():
+    assert tpl("PORT=8080\nHOST=0.0.0.0\n", "app.env") == []
+    assert tpl("services:\n  web:\n    image: nginx\n", "compose.yaml") == []
+
+
+def test_commented_yaml_reference_keys_and_their_commented_defaults():
+    text = ("## Media Store ##\n\n"
+            "# The largest allowed upload size in bytes\n#\n"
+            "# Nginx has a small max body size by default.\n#\n#max_upload_size: 50M\n\n"
+            "# Storage providers\n#\n#media_storage_providers:\n#  - module: file_system\n"
+            "#    store_local: false\n\n"
+            "caches:\n  # Defaults to 0.5.\n  #global_factor: 1.0\n")
+    chunks = tpl(text, "docs/sample_config.yaml")
+    assert [(c.section, c.title, c.start_line, c.end_line) for c in chunks] == [
+        ("Media Store", "max_upload_size", 3, 7),
+        ("Media Store", "media_storage_providers", 9, 13),
+        ("Media Store", "caches", 15, 17)]
+    upload, providers, caches = chunks
+    assert upload.text == ("The largest allowed upload size in bytes\n\nNginx has a small max body "
+                           "size by default.\n\n#max_upload_size: 50M")
+    assert providers.text.endswith("#media_storage_providers:\n#  - module: file_system\n"
+                                   "#    store_local: false")
+    assert "#global_factor: 1.0" in caches.text
+
+
+def test_long_yaml_block_parts_name_the_keys_they_start_under():
+    services = "".join(f"      - LABEL_{i}=value-{i}\n" for i in range(40))
+    text = f"# Example stack\n\nservices:\n  web:\n    # labels for the proxy\n    labels:\n{services}"
+    chunks = chunk_document("compose.yml", "template", text, max_tokens=200)
+    parts = [c for c in chunks if c.title == "services"]
+    assert len(parts) > 2 and parts[0].part == 1
+    assert parts[-1].context.endswith("services \u203a services > web > labels")

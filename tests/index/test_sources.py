@@ -183,3 +183,33 @@ def test_oversized_document_is_skipped_without_reading(tmp_path, monkeypatch):
     (entry,) = list_tracked(repo).entries
     st, reason = sources.lstat_entry(repo, entry)
     assert reason == sources.REASON_TOO_LARGE and st.st_size == 104
+
+
+def test_scripts_without_an_extension_are_classified_by_shebang(tmp_path):
+    repo = make_repo(tmp_path / "r", {
+        "bin/rotate": "#!/bin/sh -e\n# Rotate recordings.\n",
+        "bin/prune": "#!/usr/bin/env -S python3 -u\n'''Prune.'''\n",
+        "bin/notes": "Just a text file without an extension.\n",
+        "bin/tool.postinst": "#!/bin/sh\n# not executable, has an extension\n",
+        "bin/run.command": "#!/bin/bash\n# executable, has an extension\n",
+        "bin/node-thing": "#!/usr/bin/env node\n// another language\n",
+    })
+    os.chmod(repo / "bin/run.command", 0o755)
+    git(repo, "add", "--chmod=+x", "bin/run.command")
+    os.symlink(repo / "bin/rotate", repo / "bin/linked")
+    git(repo, "add", "bin/linked")
+    listing = list_tracked(repo)
+    kinds = {e.path: sources.shebang_kind(repo, e) for e in listing.entries}
+    assert kinds == {"bin/rotate": "header", "bin/prune": "header", "bin/notes": None,
+                     "bin/tool.postinst": None, "bin/run.command": "header",
+                     "bin/node-thing": None, "bin/linked": None}
+
+
+def test_default_globs_cover_commented_configuration_files():
+    matcher = KindMatcher.from_settings(Settings())
+    for path in ("app/.env.example", "stack/media.env", "mail/main.cf", "nginx/site.conf",
+                 "x/settings.env.tmpl", "compose.yaml", "svc/docker-compose.override.yml",
+                 "docs/sample_config.yaml", "etc/app.ini.sample", "cfg/app.toml.example"):
+        assert matcher.kind_of(path) == "template", path
+    for path in ("README.rst", "docs/setup.rst", "debian/synctl.ronn"):
+        assert matcher.kind_of(path) == "doc", path

@@ -1,0 +1,125 @@
+"""Scripts outside the six-section convention: usage/help text and banner sections, never code."""
+
+from __future__ import annotations
+
+from varaverk.chunking import chunk_document
+from varaverk.script_docs import USAGE_TITLE
+from varaverk.script_headers import COMMENT_TITLE
+
+BIG = 10_000
+
+
+def chunks_of(path: str, text: str):
+    return chunk_document(path, "header", text, max_tokens=BIG)
+
+
+USAGE_SH = """#!/bin/sh
+# Rotate the camera recordings.
+# Keeps the newest days on the SSD.
+# Moves older ones to the archive disk.
+
+usage() {
+    cat <<EOF
+Usage: rotate [-n DAYS] [--dry-run]
+  -n DAYS    days kept on the SSD (default 7)
+EOF
+    echo "  --dry-run  only print what would move"
+}
+
+KEEP=7
+rm -rf /tmp/rotate.*
+"""
+
+
+def test_shell_usage_function_gives_a_usage_chunk_beside_the_header_comment():
+    chunks = chunks_of("bin/rotate", USAGE_SH)
+    assert [c.title for c in chunks] == [COMMENT_TITLE, USAGE_TITLE]
+    usage = chunks[1]
+    assert usage.text == ("Usage: rotate [-n DAYS] [--dry-run]\n"
+                          "  -n DAYS    days kept on the SSD (default 7)\n"
+                          "  --dry-run  only print what would move")
+    assert (usage.start_line, usage.end_line) == (8, 11)
+    assert not any("rm -rf" in c.text or "KEEP=7" in c.text for c in chunks)
+
+
+def test_top_level_usage_heredoc_counts_and_other_heredocs_do_not():
+    text = ("#!/bin/bash\nif [ -z \"$1\" ]; then\n  cat <<-'TXT'\n\tusage: sync HOST\n\tTXT\nfi\n"
+            "cat > /etc/x.conf <<EOF\nsecret_path=/srv\nEOF\n")
+    (chunk,) = chunks_of("sync", text)
+    assert chunk.title == USAGE_TITLE and chunk.text == "usage: sync HOST"
+
+
+ARGPARSE_PY = '''#!/usr/bin/env python3
+import argparse
+
+def main():
+    p = argparse.ArgumentParser(description="Prune old snapshots from the backup pool.",
+                                epilog="Exit 3 when the pool is not mounted.")
+    p.add_argument("--keep", type=int, help="snapshots kept per "
+                   "dataset (default 14)")
+    p.add_argument("-n", "--dry-run", action="store_true", help="print, delete nothing")
+    p.add_argument("pool")
+    os.system("zfs destroy everything")
+'''
+
+
+def test_argparse_description_epilog_and_help_strings():
+    (chunk,) = chunks_of("prune.py", ARGPARSE_PY)
+    assert chunk.title == USAGE_TITLE
+    assert chunk.text == ("Prune old snapshots from the backup pool.\n"
+                          "Exit 3 when the pool is not mounted.\n"
+                          "--keep: snapshots kept per dataset (default 14)\n"
+                          "-n, --dry-run: print, delete nothing")
+    assert (chunk.start_line, chunk.end_line) == (5, 9)
+    assert "zfs" not in chunk.text
+
+
+def test_python_that_does_not_parse_gives_no_usage():
+    assert chunks_of("broken.py", "import argparse\nargparse.ArgumentParser(description='x'\n") == []
+
+
+BANNERS_SH = """#!/usr/bin/env bash
+
+# Purges old room history through the admin API.
+
+########################################
+# define your domain
+########################################
+# the domain of your homeserver:
+DOMAIN=example.org
+API_URL="$DOMAIN:8008"
+
+########################################
+# database function
+########################################
+sql (){
+  # for sqlite3:
+  #sqlite3 homeserver.db "pragma busy_timeout=20000;$1"
+  psql -A -t -c "$1"
+}
+# ── clean up ──
+# vacuum afterwards to free the space
+for r in $ROOMS; do
+  # the next room
+  ROOM=$r
+done
+"""
+
+
+def test_banner_sections_hold_comments_and_documented_assignments_only():
+    chunks = chunks_of("purge.sh", BANNERS_SH)
+    assert [c.title for c in chunks] == ["define your domain", "database function", "clean up"]
+    domain, function, clean = chunks
+    assert domain.text == "the domain of your homeserver:\nDOMAIN=example.org"
+    assert (domain.start_line, domain.end_line) == (8, 9)
+    assert function.text == ('for sqlite3:\nsqlite3 homeserver.db "pragma busy_timeout=20000;$1"')
+    assert clean.text == "vacuum afterwards to free the space\nthe next room"
+    # one-line leading comment: too trivial for a header chunk; code never appears
+    assert not any("psql" in c.text or "API_URL" in c.text or "ROOM=" in c.text for c in chunks)
+
+
+def test_six_section_scripts_get_no_banner_sections():
+    text = ("#!/bin/sh\n# PURPOSE\n#   Lead.\n\n####################\n# settings\n"
+            "####################\n# the port\nPORT=8080\n")
+    chunks = chunks_of("svc.sh", text)
+    assert [(c.section, c.title) for c in chunks] == [("PURPOSE", "")]
