@@ -198,9 +198,7 @@ def _yaml_drafts(lines: list[str]) -> list[Draft]:
     def flush_block() -> None:
         nonlocal block, key
         if any(t.strip() for _, t in block):
-            # Parts of a long block say which nested keys they start under.
-            labels = _yaml_key_paths(lines, block[0][0] - 1, block[-1][0])
-            drafts.append(Draft(group, key, [group, key], block, part_labels=labels))
+            drafts.extend(_block_drafts(lines, group, key, block))
         block, key = [], ""
 
     def flush_comments() -> None:
@@ -249,3 +247,84 @@ def _yaml_drafts(lines: list[str]) -> list[Draft]:
     flush_comments()
     drafts.sort(key=lambda d: d.lines[0][0])
     return drafts
+
+
+_YAML_NESTED_COMMENTED_KEY = re.compile(r"^\s*#(?P<key>[A-Za-z_][A-Za-z0-9_.\-]*)\s*:(\s|$)")
+_YAML_ANY_KEY = re.compile(r"^\s*(?:-\s+)?(?P<key>[A-Za-z_][A-Za-z0-9_.\-]*)\s*:(\s|$)")
+
+
+def _block_drafts(lines: list[str], group: str, key: str,
+                  block: list[tuple[int, str]]) -> list[Draft]:
+    """Drafts of one top-level YAML block: cut before each indented comment paragraph, so a
+    comment and the nested key it documents (``# Since synapse does not retry ...`` /
+    ``restart: unless-stopped``) are a chunk of their own, titled with that key and carrying
+    its key path (``services > synapse``). A piece without any comment joins the next one;
+    a block without any comment gives nothing (values alone document nothing)."""
+    labels = _yaml_key_paths(lines, block[0][0] - 1, block[-1][0])
+    pieces: list[list[tuple[int, str]]] = [[]]
+    previous_comment = False
+    comment_indent = None  # indent of the current piece's first nested comment
+    for n, text in block:
+        raw = lines[n - 1]
+        indent = len(raw) - len(raw.lstrip())
+        nested_comment = raw[:1].isspace() and raw.lstrip().startswith("#")
+        dedent_key = (not nested_comment and comment_indent is not None and raw.strip()
+                      and indent < comment_indent and _YAML_ANY_KEY.match(raw))
+        if pieces[-1] and ((nested_comment and not previous_comment) or dedent_key):
+            pieces.append([])
+            comment_indent = None
+        if nested_comment and comment_indent is None:
+            comment_indent = indent
+        pieces[-1].append((n, text))
+        previous_comment = nested_comment or (not raw[:1].isspace() and raw.startswith("#"))
+    merged: list[list[tuple[int, str]]] = []
+    carry: list[tuple[int, str]] = []
+    for piece in pieces:
+        if any(_comment_line(lines, n) for n, _ in piece):
+            merged.append(carry + piece)
+            carry = []
+        else:
+            carry += piece
+    if carry and merged:
+        merged[-1] += carry
+    out = []
+    # Retrieval hands a ranked key its neighbours in the same block (small-to-big).
+    meta = {"block": block[0][0]} if len(merged) > 1 else {}
+    for piece in merged:
+        title, path = _documented_key(lines, piece, labels)
+        if not title:  # the top-level key itself, or comments above plain values
+            title, path = key, ""
+        trail = [group, *path.split(" > ")] if path else [group]
+        out.append(Draft(group, title, trail + [title], piece, meta=dict(meta),
+                         part_labels=labels))
+    return out
+
+
+def _comment_line(lines: list[str], n: int) -> bool:
+    return lines[n - 1].lstrip().startswith("#")
+
+
+def _documented_key(lines: list[str], piece: list[tuple[int, str]],
+                    labels: dict[int, str]) -> tuple[str, str]:
+    """(key, the path of keys it is nested under) of the first key line after the piece's
+    comments; ("", "") when the piece holds no key line."""
+    seen_comment = False
+    for n, _ in piece:
+        raw = lines[n - 1]
+        commented = _YAML_NESTED_COMMENTED_KEY.match(raw)
+        if raw.lstrip().startswith("#") and not (commented and seen_comment):
+            seen_comment = True
+            continue
+        match = commented or _YAML_ANY_KEY.match(raw)
+        if match and seen_comment:
+            return match.group("key"), labels.get(n, "")
+    for n, _ in piece:  # no documented key: name the piece after where its values sit
+        if not raw_is_comment(lines[n - 1]) and labels.get(n):
+            path = labels[n]
+            return path.rsplit(" > ", 1)[-1], path.rsplit(" > ", 1)[0] if " > " in path else ""
+    return "", ""
+
+
+def raw_is_comment(line: str) -> bool:
+    """Whether a raw YAML line is a comment (at any indent)."""
+    return line.lstrip().startswith("#")

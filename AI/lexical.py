@@ -182,3 +182,56 @@ class Bm25:
         unique, inverse = np.unique(rows, return_inverse=True)
         # bincount adds in array order: phrase by phrase, as the C loop does.
         return unique, np.bincount(inverse, weights=np.concatenate(parts), minlength=unique.size)
+
+
+class LabelBm25:
+    """BM25 over one short text per row (a chunk's heading trail, title and file name), kept in
+    memory: the *label* as a lexical field of its own, so a query naming a section ("the
+    restream port", "cache factor") finds the chunk whose heading says so even when its body
+    spends its words elsewhere.
+
+    Tokens are runs of ``[a-z0-9]`` (underscores and dots split, so ``max_upload_size`` also
+    matches "upload size"), lower-cased, ``store.STOPWORDS`` removed; k1 = 1.2, b = 0.75 as
+    in ``Bm25``.
+
+    Args:
+        labels: one string per row, aligned with the vector table.
+    """
+
+    def __init__(self, labels: Sequence[str]) -> None:
+        from varaverk.store import STOPWORDS
+
+        self._stop = STOPWORDS
+        postings: dict[str, dict[int, int]] = {}
+        lengths = np.zeros(len(labels), dtype=np.float64)
+        for row, label in enumerate(labels):
+            tokens = [t for t in re.findall(r"[a-z0-9]+", label.lower()) if t not in STOPWORDS]
+            lengths[row] = len(tokens)
+            for t in tokens:
+                counts = postings.setdefault(t, {})
+                counts[row] = counts.get(row, 0) + 1
+        self.n = len(labels)
+        avg = float(lengths.mean()) if self.n and lengths.sum() else 1.0
+        self._norm = K1 * (1 - B + B * lengths / avg)
+        self._postings = {t: (np.fromiter(c.keys(), dtype=np.int64, count=len(c)),
+                              np.fromiter(c.values(), dtype=np.float64, count=len(c)))
+                          for t, c in postings.items()}
+
+    def score(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(rows int64, scores float64) of the rows whose label holds a query token; each
+        distinct query token counts once. Empty arrays when none does."""
+        seen: set[str] = set()
+        acc = np.zeros(self.n, dtype=np.float64) if self.n else None
+        hit = False
+        for t in re.findall(r"[a-z0-9]+", text.lower()):
+            if t in seen or t in self._stop or len(t) < 2 or t not in self._postings:
+                continue
+            seen.add(t)
+            rows, tf = self._postings[t]
+            idf = math.log((self.n - rows.size + 0.5) / (rows.size + 0.5) + 1.0)
+            acc[rows] += idf * tf * (K1 + 1) / (tf + self._norm[rows])
+            hit = True
+        if not hit:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        rows = np.flatnonzero(acc)
+        return rows, acc[rows]

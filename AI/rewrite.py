@@ -9,7 +9,8 @@ earlier turn. Before retrieval, the last question is rewritten so that it carrie
   instead) falls back to the model-free rewrite; names the model dropped are appended.
 - ``carry_subject`` (model-free, always available): when the question looks dependent on the
   conversation (pronouns such as "it"/"that", "and ...", "what about", very short), the salient
-  terms of the previous user question and the names in the previous answer are appended to it.
+  terms of the previous user question and of the previous answer (its names first) are appended
+  to it: the subject may have been named by the assistant, not the user.
   A question that stands on its own is returned unchanged.
 
 Only the search query is rewritten; the model still sees the question as the user wrote it,
@@ -83,7 +84,12 @@ def carry_subject(question: str, history: Sequence[dict] | None) -> str:
         return question
     own = {w.lower() for w in content_words(question)}
     terms: list[str] = []
-    for w in content_words(_last(history, "user")) + exact_names(_last(history, "assistant")):
+    # The subject may have been named by either side: "How do I get a Python shell?" is
+    # answered "the manhole: add a listener ...", and the follow-up's "it" is the manhole.
+    answer = _last(history, "assistant")
+    candidates = (content_words(_last(history, "user"))[:MAX_CARRIED_TERMS // 2]
+                  + exact_names(answer) + content_words(answer))
+    for w in candidates:
         if w.lower() not in own and w.lower() not in (t.lower() for t in terms):
             terms.append(w)
     if not terms:

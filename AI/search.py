@@ -57,7 +57,7 @@ from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
-from varaverk.lexical import Bm25
+from varaverk.lexical import Bm25, LabelBm25
 from varaverk.routing import route
 from varaverk.store import STOPWORDS, fts_terms
 
@@ -71,6 +71,15 @@ FUSION = "score"
 SECTION_BOOST = 1.5
 NAME_TITLE_BOOST = 10.0     # the chunk titled with a name written in the query goes first
 NAME_TEXT_BOOST = 0.5       # chunks that merely mention it get a nudge
+# Label field (heading trail + title + file name) and per-file aggregation, in the same
+# units as the fused score (measured with ai-eval on every dev corpus together).
+LABEL_WEIGHT = 0.25
+LABEL_POOL = 20             # best label matches that join the candidates
+FILE_WEIGHT = 0.5
+FILE_TOP = 3                # a file's score: the sum of its best candidates' scores
+# Section routing boosts the six header sections only: a Markdown heading called
+# "Configuration" is not the CONFIGURATION section of a script header.
+ROUTING_KINDS: tuple[str, ...] | None = None
 MERGE_CHARS = 2500          # a split section is returned whole up to this size
 POOL = 50                   # candidates taken from each retriever before fusion
 FILE_CACHE = 256            # files whose chunks a retriever keeps for small-to-big
@@ -289,6 +298,12 @@ def prefer_headers(hits: list[Hit]) -> None:
                 h.score = header - 1e-9
 
 
+def _file_stem(path: str) -> str:
+    """A file's name without folders and extensions: ``docs/turn-howto.md`` -> ``turn-howto``."""
+    name = path.rsplit("/", 1)[-1]
+    return name.split(".", 1)[0] if not name.startswith(".") else name
+
+
 def _name_bonus(norm_names: list[str], title: str, text: str) -> tuple[float, bool]:
     """The exact-name boost of one chunk: (bonus in fused units, whether a name is its
     title). The first name that is the chunk's title (or its title's first word) wins
@@ -371,6 +386,8 @@ class _TableCache:
     titles: list[str]
     bm25: Bm25 | None = None        # in-process BM25 of the same index generation, made lazily
     files: dict[str, list] = field(default_factory=dict)   # path -> its chunks (small-to-big)
+    file_of: list[int] = field(default_factory=list)    # per row: its file's number
+    labels: LabelBm25 | None = None     # BM25 over heading trail + title + file name, lazily
 
 
 class Retriever:
@@ -393,7 +410,9 @@ class Retriever:
     def __init__(self, settings, index=None, embedder=None, *, fusion: str = FUSION,
                  mode: str = "hybrid", routing: bool = True, min_score: float | None = None,
                  dense_weight: float = DENSE_WEIGHT, lexical_weight: float = LEXICAL_WEIGHT,
-                 section_boost: float = SECTION_BOOST) -> None:
+                 section_boost: float = SECTION_BOOST, label_weight: float = LABEL_WEIGHT,
+                 file_weight: float = FILE_WEIGHT,
+                 routing_kinds: tuple[str, ...] | None = ROUTING_KINDS) -> None:
         if index is None:
             from varaverk.store import Index
             index = Index.open(settings.index_path, readonly=True)
@@ -412,6 +431,9 @@ class Retriever:
         self.dense_weight = dense_weight
         self.lexical_weight = lexical_weight
         self.section_boost = section_boost
+        self.label_weight = label_weight
+        self.file_weight = file_weight
+        self.routing_kinds = routing_kinds
         configured = getattr(settings, "ai_min_score", 0.0) or 0.0
         self.min_score = float(min_score if min_score is not None
                                else (configured if configured > 0 else DEFAULT_MIN_SCORE))
@@ -435,7 +457,22 @@ class Retriever:
                 titles=([str(x) for x in np.asarray(table.titles).tolist()]
                         if getattr(table, "titles", None) is not None else []),
             )
+            paths = getattr(table, "paths", None)
+            if paths is not None and len(paths) == len(ids):
+                numbers: dict[str, int] = {}
+                self._cache.file_of = [numbers.setdefault(str(p), len(numbers))
+                                       for p in np.asarray(paths).tolist()]
         return self._cache
+
+    def _labels(self, cache: _TableCache) -> LabelBm25 | None:
+        """The label field (heading trail, title, file name) of this table, built once."""
+        if cache.labels is None and cache.file_of and len(cache.titles) == len(cache.ids):
+            paths = np.asarray(cache.table.paths).tolist()
+            sections = np.asarray(cache.table.sections).tolist()
+            cache.labels = LabelBm25([
+                f"{_file_stem(p)} {sec} {title}"
+                for p, sec, title in zip(paths, sections, cache.titles)])
+        return cache.labels
 
     def _bm25(self, cache: _TableCache) -> Bm25 | None:
         """The in-process BM25 for this table's index generation (None if FTS5's tables
@@ -533,6 +570,8 @@ class Retriever:
                         [self.dense_weight, self.lexical_weight])
         for cid in name_ids:
             fused.setdefault(cid, 0.0)
+        self._add_labels(q, fused)
+        self._add_file_evidence(q, fused)
         if not fused:
             return []
         # Dense scores for candidates found only lexically (for the threshold and the report).
@@ -562,6 +601,53 @@ class Retriever:
         mark_aliases(q.text, hits)
         return hits
 
+    def _add_labels(self, q: _Query, fused: dict[int, float]) -> None:
+        """Add the label field's evidence (BM25 over heading trail, title and file name,
+        divided by its best score, times ``label_weight``) to ``fused``, in place; the best
+        ``LABEL_POOL`` label matches join the candidates."""
+        labels = self._labels(q.cache) if self.label_weight else None
+        if labels is None:
+            return
+        rows, scores = labels.score(q.text)
+        if rows.size:
+            keep = q.mask[rows]
+            rows, scores = rows[keep], scores[keep]
+        if not rows.size:
+            return
+        if rows.size > LABEL_POOL:
+            best = np.argpartition(-scores, LABEL_POOL - 1)[:LABEL_POOL]
+            rows, scores = rows[best], scores[best]
+        unit = self.label_weight * _UNIT / float(scores.max())
+        for cid, score in zip(q.cache.ids[rows].tolist(), scores.tolist()):
+            fused[cid] = fused.get(cid, 0.0) + score * unit
+
+    def _add_file_evidence(self, q: _Query, fused: dict[int, float]) -> None:
+        """Aggregate per file: every candidate gains ``file_weight`` times its file's score
+        (the sum of the file's best ``FILE_TOP`` candidate scores, divided by the best file's),
+        so a section of the page that matches as a whole beats a lone look-alike elsewhere."""
+        file_of, row_of = q.cache.file_of, q.cache.row_of
+        if not self.file_weight or not file_of or not fused:
+            return
+        per_file: dict[int, list[float]] = {}
+        for cid, score in fused.items():
+            row = row_of.get(cid)
+            if row is not None:
+                per_file.setdefault(file_of[row], []).append(score)
+        totals = {f: sum(sorted(v, reverse=True)[:FILE_TOP]) for f, v in per_file.items()}
+        top = max(totals.values(), default=0.0)
+        if top <= 0:
+            return
+        unit = self.file_weight * _UNIT / top
+        for cid in fused:
+            row = row_of.get(cid)
+            if row is not None:
+                fused[cid] += totals[file_of[row]] * unit
+
+    def _routed(self, kind: str, section: str, boosted: str | None) -> bool:
+        """Whether section routing boosts a chunk of this kind and (upper-case) section."""
+        return bool(boosted) and section == boosted and (
+            self.routing_kinds is None or kind in self.routing_kinds)
+
     def _leading(self, q: _Query, fused: dict[int, float], name_ids: list[int]) -> list[int]:
         """The candidates worth reading: the best by fused score plus section boost (what the
         vector table already knows), and every chunk an exact name found. A chunk outside
@@ -571,8 +657,8 @@ class Retriever:
         prelim: dict[int, float] = {}
         for cid, base in fused.items():
             row = row_of.get(cid)
-            prelim[cid] = base + (bonus if q.boosted_section and row is not None
-                                  and sections[row] == q.boosted_section else 0.0)
+            prelim[cid] = base + (bonus if row is not None and self._routed(
+                q.cache.kinds[row], sections[row], q.boosted_section) else 0.0)
         keep = sorted(prelim, key=lambda c: (-prelim[c], c))[: q.k * 3 + 10]
         return keep + [cid for cid in name_ids if cid not in keep]
 
@@ -591,7 +677,7 @@ class Retriever:
                 return None  # removed since the vector table was read
             label = chunk or _Label(cid, cache.kinds[row], cache.titles[row])
             sec = cache.sections[row]
-        boosted = bool(q.boosted_section) and sec == q.boosted_section
+        boosted = self._routed(label.kind, sec, q.boosted_section)
         if boosted:
             score += self.section_boost * _UNIT
         exact = False
@@ -622,11 +708,13 @@ class Retriever:
     def _merge_parts(self, hits: list[Hit], k: int) -> list[Hit]:
         """Return a split section as one result (small-to-big over the result list).
 
-        A long section is stored as parts (``part`` 1..n, same path, section and title). When a
-        part ranks, the result becomes the section's parts joined in line order, nearest parts
-        first, up to ``MERGE_CHARS`` (the whole section when it fits), with the merged line
-        range; lower-ranked parts already covered by it are dropped. A question about a long
-        reference page then gets the paragraph around its match, not a fragment of it.
+        A long section is stored as parts (``part`` 1..n, same path, section and title); a
+        commented YAML block as one chunk per documented key with ``meta["block"]`` naming the
+        block. When a part or a key of a block ranks, the result becomes its siblings joined
+        in line order, nearest first, up to ``MERGE_CHARS`` (the whole section when it fits),
+        with the merged line range; lower-ranked siblings already covered by it are dropped.
+        A question about a long reference page then gets the paragraph around its match, not
+        a fragment of it.
         """
         out: list[Hit] = []
         covered: set[int] = set()
@@ -637,35 +725,13 @@ class Retriever:
             c = hit.chunk
             if c.id in covered:
                 continue
-            if c.part <= 0:
-                out.append(hit)
-                covered.add(c.id)
-                continue
-            if c.path not in files:
-                files[c.path] = self._file_chunks(c.path)
-            siblings = [s for s in files[c.path]
-                        if s.part > 0 and s.section == c.section and s.title == c.title]
-            siblings.sort(key=lambda s: (s.start_line, s.part))
+            siblings = self._siblings(c, files)
             pos = next((i for i, s in enumerate(siblings) if s.id == c.id), None)
             if pos is None:
                 out.append(hit)
                 covered.add(c.id)
                 continue
-            chosen = [pos]
-            used = len(c.text)
-            lo, hi = pos - 1, pos + 1
-            while lo >= 0 or hi < len(siblings):
-                grew = False
-                for j in (hi, lo):
-                    if 0 <= j < len(siblings) and j not in chosen and \
-                            used + len(siblings[j].text) <= MERGE_CHARS:
-                        chosen.append(j)
-                        used += len(siblings[j].text)
-                        grew = True
-                if not grew:
-                    break
-                lo, hi = lo - 1, hi + 1
-            parts = [siblings[j] for j in sorted(chosen)]
+            parts = _around(siblings, pos)
             covered.update(s.id for s in parts)
             if len(parts) > 1:
                 merged = replace(c, text="\n".join(s.text.rstrip("\n") for s in parts),
@@ -673,6 +739,21 @@ class Retriever:
                 hit = replace(hit, chunk=merged)
             out.append(hit)
         return out
+
+    def _siblings(self, c, files: dict[str, list]) -> list:
+        """The chunks a hit merges with, in line order (itself included); [] for none."""
+        block = (getattr(c, "meta", None) or {}).get("block")
+        if c.part <= 0 and not block:
+            return []
+        if c.path not in files:
+            files[c.path] = self._file_chunks(c.path)
+        if block:
+            found = [s for s in files[c.path] if (s.meta or {}).get("block") == block]
+        else:
+            found = [s for s in files[c.path]
+                     if s.part > 0 and s.section == c.section and s.title == c.title]
+        found.sort(key=lambda s: (s.start_line, s.part))
+        return found
 
     def _score_fusion(self, dense_of: dict[int, float], lex_of: dict[int, float],
                       lex_rank: list[int]) -> dict[int, float]:
@@ -899,6 +980,26 @@ class Retriever:
 
 
 TINY_CHARS = 200
+
+
+def _around(siblings: list, pos: int) -> list:
+    """``siblings[pos]`` and its nearest siblings, alternately after and before, while the
+    texts together stay within ``MERGE_CHARS``; in line order."""
+    chosen = [pos]
+    used = len(siblings[pos].text)
+    lo, hi = pos - 1, pos + 1
+    while lo >= 0 or hi < len(siblings):
+        grew = False
+        for j in (hi, lo):
+            if 0 <= j < len(siblings) and j not in chosen and \
+                    used + len(siblings[j].text) <= MERGE_CHARS:
+                chosen.append(j)
+                used += len(siblings[j].text)
+                grew = True
+        if not grew:
+            break
+        lo, hi = lo - 1, hi + 1
+    return [siblings[j] for j in sorted(chosen)]
 
 
 class _Label(NamedTuple):

@@ -100,6 +100,8 @@ class VectorTable(NamedTuple):
         titles: the chunk titles, ``(n,)`` str array aligned with ``ids`` (search ranks on
             them before reading any chunk text).
         sources: the chunks' source names, ``(n,)`` str array aligned with ``ids``.
+        paths: the chunks' file paths, ``(n,)`` str array aligned with ``ids`` (per-file score
+            aggregation).
     """
 
     ids: "np.ndarray"
@@ -112,6 +114,7 @@ class VectorTable(NamedTuple):
     excluded: tuple[int, ...] = ()
     titles: "np.ndarray | None" = None
     sources: "np.ndarray | None" = None
+    paths: "np.ndarray | None" = None
 
 
 def describe_embedder(backend: str, model: str, dimension: int | str | None) -> str:
@@ -454,7 +457,8 @@ class Index:
             meta = self.meta()
             dim = int(meta.get("embed_dimension") or 0)
             rows = self._conn.execute(
-                "SELECT id, kind, section, vec, title, source FROM chunks ORDER BY id").fetchall()
+                "SELECT id, kind, section, vec, title, source, path FROM chunks ORDER BY id"
+            ).fetchall()
         width = dim * 4
         good = [r for r in rows if dim and len(r[3]) == width]
         excluded = [r[0] for r in rows if not (dim and len(r[3]) == width)]
@@ -481,6 +485,7 @@ class Index:
             excluded=tuple(sorted(excluded)),
             titles=np.array([r[4] for r in good], dtype=str),
             sources=np.array([r[5] for r in good], dtype=str),
+            paths=np.array([r[6] for r in good], dtype=str),
         )
         with self._lock:
             self._vectors, self._vectors_generation = table, gen

@@ -90,12 +90,13 @@ def test_prose_with_equals_sign_is_not_a_key():
     assert chunk.title == "RATIO" and chunk.text == "Set ratio = 1 to disable\nRATIO=2"
 
 
-def test_yaml_template_cut_at_top_level_keys():
+def test_yaml_template_cut_at_top_level_keys_and_commented_nested_keys():
     text = ("# Frigate example\n\nmqtt:\n  # broker host\n  host: mqtt\n\n# Cameras to watch\n"
             "cameras:\n  test:\n    fps: 5\n")
     chunks = tpl(text, "config/config.yml.example")
     assert [(c.title, c.start_line, c.end_line) for c in chunks] == [
-        ("", 1, 1), ("mqtt", 3, 5), ("cameras", 7, 10)]
+        ("", 1, 1), ("host", 3, 5), ("cameras", 7, 10)]
+    assert chunks[1].context == f"config/config.yml.example{SEP}mqtt{SEP}host"
     assert chunks[2].text == "Cameras to watch\ncameras:\n  test:\n    fps: 5"
     assert "# broker host" in chunks[1].text
 
@@ -129,19 +130,34 @@ def test_commented_yaml_reference_keys_and_their_commented_defaults():
     assert [(c.section, c.title, c.start_line, c.end_line) for c in chunks] == [
         ("Media Store", "max_upload_size", 3, 7),
         ("Media Store", "media_storage_providers", 9, 13),
-        ("Media Store", "caches", 15, 17)]
+        ("Media Store", "global_factor", 15, 17)]
     upload, providers, caches = chunks
     assert upload.text == ("The largest allowed upload size in bytes\n\nNginx has a small max body "
                            "size by default.\n\n#max_upload_size: 50M")
     assert providers.text.endswith("#media_storage_providers:\n#  - module: file_system\n"
                                    "#    store_local: false")
-    assert "#global_factor: 1.0" in caches.text
+    assert "#global_factor: 1.0" in caches.text and caches.text.startswith("caches:")
+    assert caches.context.endswith(f"Media Store{SEP}caches{SEP}global_factor")
+
+
+def test_compose_comment_above_a_nested_key_is_its_own_chunk():
+    text = ("# Example stack\n\nservices:\n  app:\n    image: app:1\n"
+            "    # Since app does not retry the database, restart upon\n    # failure\n"
+            "    restart: unless-stopped\n    # ports to publish\n    ports:\n      - 8080:80\n"
+            "  db:\n    image: postgres\n    # change that password\n    environment:\n"
+            "      - PASSWORD=changeme\n")
+    chunks = tpl(text, "compose.yaml")
+    assert [(c.title, c.start_line, c.end_line) for c in chunks] == [
+        ("", 1, 1), ("restart", 3, 8), ("ports", 9, 11), ("environment", 12, 16)]
+    assert chunks[1].context == f"compose.yaml{SEP}services{SEP}app{SEP}restart"
+    assert chunks[3].text.startswith("  db:\n    image: postgres")
 
 
 def test_long_yaml_block_parts_name_the_keys_they_start_under():
     services = "".join(f"      - LABEL_{i}=value-{i}\n" for i in range(40))
     text = f"# Example stack\n\nservices:\n  web:\n    # labels for the proxy\n    labels:\n{services}"
     chunks = chunk_document("compose.yml", "template", text, max_tokens=200)
-    parts = [c for c in chunks if c.title == "services"]
+    parts = [c for c in chunks if c.title == "labels"]
     assert len(parts) > 2 and parts[0].part == 1
-    assert parts[-1].context.endswith("services \u203a services > web > labels")
+    assert parts[0].context == f"compose.yml{SEP}services{SEP}web{SEP}labels"
+    assert parts[-1].context == f"compose.yml{SEP}services{SEP}web{SEP}labels{SEP}services > web > labels"

@@ -27,6 +27,18 @@ def test_carry_subject_appends_the_previous_subject():
     assert "--force-delete" not in out[len("Can --force-delete get around it?"):]
 
 
+def test_carry_subject_takes_the_subject_from_the_assistant_turn_too():
+    history = [{"role": "user", "content": "Is there a way to get a Python shell inside a running "
+                                           "server to poke at it?"},
+               {"role": "assistant", "content": "Yes, the manhole: add a listener of type "
+                                                "manhole bound to localhost."}]
+    out = carry_subject("What are the login details, and is that a problem?", history)
+    assert out.startswith("What are the login details, and is that a problem? (")
+    carried = out[out.index("(") + 1:-1].split()
+    assert "manhole" in carried and "listener" in carried and "Python" in carried
+    assert len(carried) <= 12 and carried.count("manhole") == 1
+
+
 def test_standalone_questions_are_left_alone():
     q = "How does the parity check get spread over several nights?"
     assert carry_subject(q, HISTORY) == q

@@ -30,6 +30,9 @@ OpenAI-compatible (base ``server.openai_base_url`` = ``base_url + "/v1"``):
                              "embedding","index":i,"embedding":[...]}], "usage"}``; items are sent in
                              REVERSED order (clients must place them by ``index``) and NOT normalised
                              while ``openai_shuffle`` / ``openai_unnormalised`` are True (default).
+  ``POST /v1/rerank``        ``{"model","query","documents":[str],"top_n"}`` → ``{"results":[{"index",
+                             "relevance_score"}]}`` best first (Jina/Cohere protocol of llama.cpp
+                             server, vLLM and LocalAI); score = cosine of the bag-of-words vectors
   ``POST /v1/chat/completions`` SSE ``data: {chunk}\\n\\n`` lines with ``choices[0].delta.content`` (and
                              ``delta.reasoning_content`` for thinking deltas), a last choice chunk with
                              ``finish_reason``, a usage chunk (``choices: []``) ONLY when the request had
@@ -596,6 +599,24 @@ class _Handler(BaseHTTPRequestHandler):
                    % (json.dumps(model), ", ".join(parts), tokens, tokens))
         self._send(200, payload.encode("utf-8"), "application/json")
 
+    def v1_rerank(self, body) -> None:
+        """Jina/Cohere-style rerank (llama.cpp server, vLLM, LocalAI; TEI answers a bare list):
+        ``{"model", "query", "documents": [str], "top_n"}`` -> ``{"results": [{"index",
+        "relevance_score"}]}`` best first; the score is the cosine of the bag-of-words vectors
+        (``embed_vector``), so documents sharing the query's words rank first."""
+        model = str(body.get("model", ""))
+        if self._unknown_model(model, openai=True):
+            return
+        query = _normalised(embed_vector(str(body.get("query", "")), 256))
+        docs = [str(d) for d in body.get("documents", [])]
+        scores = [sum(a * b for a, b in zip(query, _normalised(embed_vector(d, 256))))
+                  for d in docs]
+        order = sorted(range(len(docs)), key=lambda i: (-scores[i], i))
+        top_n = int(body.get("top_n") or len(docs))
+        results = [{"index": i, "relevance_score": round(scores[i], 6)} for i in order[:top_n]]
+        self._send(200, {"model": model, "results": results,
+                         "usage": {"total_tokens": sum(len(WORD.findall(d)) for d in docs)}})
+
     def v1_chat(self, body) -> None:
         srv = self.model_server
         turn = self._chat_turn(body, openai=True)
@@ -648,6 +669,7 @@ _ROUTES = {
     ("POST", "/api/embeddings"): _Handler.api_embeddings,
     ("POST", "/api/chat"): _Handler.api_chat,
     ("GET", "/v1/models"): _Handler.v1_models,
+    ("POST", "/v1/rerank"): _Handler.v1_rerank,
     ("POST", "/v1/embeddings"): _Handler.v1_embeddings,
     ("POST", "/v1/chat/completions"): _Handler.v1_chat,
 }
