@@ -149,6 +149,12 @@ class Settings:
     ai_gen_num_ctx: int = 8192
     ai_http_timeout: float = 120.0
     ai_top_k: int = 5
+    # Optional reranking through a /v1/rerank server (llama.cpp, vLLM, TEI, LocalAI); off
+    # while the URL is empty.
+    ai_rerank_url: str = ""
+    ai_rerank_model: str = ""
+    ai_rerank_top_n: int = 20
+    ai_rerank_api_key: str = field(default="", repr=False)
     ai_min_score: float = 0.0  # 0: use the calibrated default of the search module
     ai_index_lock_timeout: float = 60.0
     ai_index_on_pull: bool = False

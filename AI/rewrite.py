@@ -9,8 +9,9 @@ earlier turn. Before retrieval, the last question is rewritten so that it carrie
   instead) falls back to the model-free rewrite; names the model dropped are appended.
 - ``carry_subject`` (model-free, always available): when the question looks dependent on the
   conversation (pronouns such as "it"/"that", "and ...", "what about", very short), the salient
-  terms of the previous user question and of the previous answer (its names first) are appended
-  to it: the subject may have been named by the assistant, not the user.
+  terms of the previous user question, the names in the previous answer and the answer's first
+  few content words (where an answer names its subject) are appended to it: the subject may
+  have been named by the assistant, not the user.
   A question that stands on its own is returned unchanged.
 
 Only the search query is rewritten; the model still sees the question as the user wrote it,
@@ -40,6 +41,7 @@ REWRITE_PROMPT = (
 MAX_REWRITE_CHARS = 400
 MAX_REWRITE_TOKENS = 64
 MAX_CARRIED_TERMS = 12
+MAX_ANSWER_TERMS = 3
 
 
 def content_words(text: str) -> list[str]:
@@ -86,9 +88,11 @@ def carry_subject(question: str, history: Sequence[dict] | None) -> str:
     terms: list[str] = []
     # The subject may have been named by either side: "How do I get a Python shell?" is
     # answered "the manhole: add a listener ...", and the follow-up's "it" is the manhole.
+    # An answer names its subject first ("Yes, the manhole: ..."), then explains it: its
+    # names and its first few content words are carried, not the whole explanation.
     answer = _last(history, "assistant")
-    candidates = (content_words(_last(history, "user"))[:MAX_CARRIED_TERMS // 2]
-                  + exact_names(answer) + content_words(answer))
+    candidates = (content_words(_last(history, "user")) + exact_names(answer)
+                  + content_words(answer)[:MAX_ANSWER_TERMS])
     for w in candidates:
         if w.lower() not in own and w.lower() not in (t.lower() for t in terms):
             terms.append(w)

@@ -22,6 +22,8 @@ import numpy as np
 
 from varaverk.embedding import EmbedResult
 
+STORE_EVERY = 256  # texts embedded between two writes to the cache file
+
 
 class CachingEmbedder:
     """An embedder that looks vectors up by content hash before asking ``inner``.
@@ -67,10 +69,12 @@ class CachingEmbedder:
                 todo.append(i)
         self.hits += len(texts) - len(todo)
         self.misses += len(todo)
-        if todo:
-            fresh = self.inner.embed([texts[i] for i in todo])
+        # Stored step by step, so an interrupted run keeps what it already paid for.
+        for start in range(0, len(todo), STORE_EVERY):
+            step = todo[start:start + STORE_EVERY]
+            fresh = self.inner.embed([texts[i] for i in step])
             rows = []
-            for j, i in enumerate(todo):
+            for j, i in enumerate(step):
                 vec = fresh.vectors[j]
                 result.vectors[i] = vec
                 if vec is None:

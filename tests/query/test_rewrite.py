@@ -35,7 +35,8 @@ def test_carry_subject_takes_the_subject_from_the_assistant_turn_too():
     out = carry_subject("What are the login details, and is that a problem?", history)
     assert out.startswith("What are the login details, and is that a problem? (")
     carried = out[out.index("(") + 1:-1].split()
-    assert "manhole" in carried and "listener" in carried and "Python" in carried
+    assert "manhole" in carried and "Python" in carried
+    assert "localhost" not in carried  # the explanation after the subject stays behind
     assert len(carried) <= 12 and carried.count("manhole") == 1
 
 

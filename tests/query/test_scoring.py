@@ -153,3 +153,31 @@ def test_top_k_threshold_path_equals_a_full_sort():
         expected = allowed[np.argsort(-scores[allowed], kind="stable")][:k]
         assert top_k(scores, k, mask).tolist() == expected.tolist()
     assert top_k(scores, 50).tolist() == np.argsort(-scores, kind="stable")[:50].tolist()
+
+
+def test_file_evidence_favours_the_file_that_matches_as_a_whole():
+    from varaverk.search import file_evidence
+    # file 0: three moderate candidates; file 1: one look-alike scoring highest alone
+    fused = {1: 0.5, 2: 0.4, 3: 0.3, 4: 0.45, 9: 0.2, 10: 0.6}
+    files = {1: 0, 2: 0, 3: 0, 10: 1, 9: 2}
+    gain = file_evidence(fused, files, unit=1.0, top=3)
+    assert gain == {1: 1.0, 2: 1.0, 3: 1.0, 10: pytest.approx(0.6 / 1.2), 9: pytest.approx(0.2 / 1.2)}
+    assert 4 not in gain   # no known file: no gain
+    assert file_evidence({1: 0.0}, {1: 0}, unit=1.0) == {}
+    assert file_evidence({}, {}, unit=1.0) == {}
+
+
+def test_label_bm25_scores_heading_trail_title_and_file_name():
+    import math
+    from varaverk.lexical import LabelBm25
+    labels = LabelBm25(["turn-howto Configuration", "backup Schedule nightly",
+                        "sample_config Media Store max_upload_size"])
+    rows, scores = labels.score("What is the upload size?")
+    assert rows.tolist() == [2]
+    # idf = ln((3 - 1 + 0.5) / (1 + 0.5) + 1); tf 1; |D| = 7 tokens, avgdl = 13/3
+    norm = 1.2 * (1 - 0.75 + 0.75 * 7 / (13 / 3))
+    one = math.log(2.5 / 1.5 + 1) * 2.2 / (1 + norm)
+    assert scores.tolist() == [pytest.approx(2 * one)]   # "upload" and "size", once each
+    rows, _ = labels.score("the Configuration of turn-howto")
+    assert rows.tolist() == [0]
+    assert labels.score("nothing matches here")[0].size == 0

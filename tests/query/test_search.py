@@ -80,6 +80,9 @@ def test_unknown_names(retriever):
     assert retriever.unknown_names("Can I rehearse the UPS shutdown?") == []
     assert retriever.unknown_names("Does harbor01 use Zfs2Cloud or MOVER_STOP_TIMEOUT?") == [
         "Zfs2Cloud"]
+    # Quantities and two-letter abbreviations are not names the documentation must contain.
+    assert retriever.unknown_names("Can my old PC on 4G with 2GB back up to Zfs2Cloud?") == [
+        "Zfs2Cloud"]
 
 
 def test_confident_on_empty_is_false(retriever):

@@ -1,0 +1,93 @@
+"""Optional reranking of the leading candidates through a ``/v1/rerank`` server.
+
+The protocol is the Jina/Cohere one that llama.cpp server (``--reranking``), vLLM, LocalAI and
+Text Embeddings Inference accept::
+
+    POST {AI_RERANK_URL}/rerank
+    {"model": ..., "query": ..., "documents": [text, ...], "top_n": n}
+    -> {"results": [{"index": i, "relevance_score": s}, ...]}
+
+A bare list ``[{"index": i, "score": s}, ...]`` (TEI's native answer) is read as well. Scores
+are only compared within one answer, so their scale does not matter. Off unless
+``AI_RERANK_URL`` is set; any failure (unreachable, an error status, an answer that does not
+parse) costs the reranking, never the query: ``scores`` returns None and the caller keeps the
+fused order.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Sequence
+
+import httpx
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TOP_N = 20
+
+
+class Reranker:
+    """A ``/v1/rerank`` client.
+
+    Args:
+        base_url: the API root, e.g. ``http://127.0.0.1:8080/v1`` (``/rerank`` is appended).
+        model: the reranking model's name as the server knows it ("" lets the server choose).
+        api_key: sent as ``Authorization: Bearer`` when set.
+        timeout: seconds per request.
+        top_n: how many leading candidates are sent (``AI_RERANK_TOP_N``).
+    """
+
+    def __init__(self, base_url: str, model: str = "", api_key: str = "",
+                 timeout: float = 30.0, top_n: int = DEFAULT_TOP_N) -> None:
+        self.url = base_url.rstrip("/") + "/rerank"
+        self.model = model
+        self.top_n = max(1, int(top_n))
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(timeout=timeout, headers=headers)
+
+    def scores(self, query: str, documents: Sequence[str]) -> list[float] | None:
+        """One relevance score per document (higher is more relevant), aligned with
+        ``documents``; None when the server could not be used (logged as a warning)."""
+        if not documents:
+            return []
+        try:
+            response = self._client.post(self.url, json={
+                "model": self.model, "query": query, "documents": list(documents),
+                "top_n": len(documents)})
+            response.raise_for_status()
+            return _parse(response.json(), len(documents))
+        except (httpx.HTTPError, ValueError, TypeError, KeyError) as exc:
+            log.warning("reranking at %s failed (%s); keeping the fused order", self.url, exc)
+            return None
+
+    def close(self) -> None:
+        """Close the HTTP connection pool."""
+        self._client.close()
+
+
+def _parse(payload, n: int) -> list[float]:
+    """Scores aligned with the n documents from a rerank answer; documents the server left
+    out score -inf. Raises ValueError for an answer of another shape."""
+    items = payload.get("results") if isinstance(payload, dict) else payload
+    if not isinstance(items, list):
+        raise ValueError("rerank answer holds no results list")
+    out = [-math.inf] * n
+    for item in items:
+        index = int(item["index"])
+        score = float(item.get("relevance_score", item.get("score")))
+        if not 0 <= index < n or not math.isfinite(score):
+            raise ValueError(f"rerank result out of range: {item!r}")
+        out[index] = score
+    return out
+
+
+def make_reranker(settings) -> Reranker | None:
+    """The configured reranker, or None when ``AI_RERANK_URL`` is empty (the default)."""
+    url = getattr(settings, "ai_rerank_url", "") or ""
+    if not url.strip():
+        return None
+    return Reranker(url.strip(), getattr(settings, "ai_rerank_model", ""),
+                    getattr(settings, "ai_rerank_api_key", ""),
+                    float(getattr(settings, "ai_http_timeout", 30.0)),
+                    int(getattr(settings, "ai_rerank_top_n", DEFAULT_TOP_N)))
