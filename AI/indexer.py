@@ -156,8 +156,10 @@ def _heads_moved(listed: _Listed, meta: dict) -> bool:
     return any(head != meta.get(_head_key(name), "") for name, head in listed.heads.items())
 
 
-def _list_all(settings, matcher: sources.KindMatcher) -> tuple[_Listed, list[_Entry]]:
-    """List and classify every source (the repository first, then ``AI_SOURCES``).
+def _list_all(settings, matcher: sources.KindMatcher,
+              states: dict | None = None) -> tuple[_Listed, list[_Entry]]:
+    """List and classify every source (the repository first, then ``AI_SOURCES``);
+    ``states`` (the stored file rows) as ``_classify`` takes them.
 
     Raises SourcesError when one cannot be listed (nothing is written then, so a source
     that is briefly unmounted never loses its chunks).
@@ -172,12 +174,16 @@ def _list_all(settings, matcher: sources.KindMatcher) -> tuple[_Listed, list[_En
         repo = repo or listing
         tracked.extend(listing.entries)
         heads[spec.name], roots[spec.name] = listing.head or "", str(listing.root)
-        entries.extend(_classify(listing, matcher, spec))
+        entries.extend(_classify(listing, matcher, spec, states))
     return _Listed(repo.root, repo.head, tracked, heads, roots, specs), entries
 
 
 def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
-              spec: SourceSpec | None = None) -> list[_Entry]:
+              spec: SourceSpec | None = None, states: dict | None = None) -> list[_Entry]:
+    """Kind and disk check of every tracked path of one source. A repository path no glob
+    matches is sniffed for a shebang (``sources.shebang_kind``) unless ``states`` already
+    records its verdict (a header, or not a documentation kind), so a no-op run opens no
+    file; ``--force`` (no states) sniffs again."""
     spec = spec or SourceSpec(DEFAULT_SOURCE, "repo", listing.root)
     entries = []
     for tracked in listing.entries:
@@ -189,7 +195,11 @@ def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
         path = spec.stored_path(tracked.path)
         kind = spec.kind_of(tracked.path, matcher) or ""
         if not kind and spec.type == "repo" and not matcher.excluded(tracked.path):
-            kind = sources.shebang_kind(listing.root, tracked) or ""
+            stored = states.get(path) if states else None
+            if stored is None:
+                kind = sources.shebang_kind(listing.root, tracked) or ""
+            elif stored.kind == "header":
+                kind = "header"
         if tracked.mode == sources.GITLINK_MODE:  # a folder of another repository
             entries.append(_Entry(path, kind, sources.REASON_SUBMODULE, None, *extra))
             continue
@@ -413,7 +423,6 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
 
     if not force and index_path.is_file():
         # Optimistic pass without the lock: most runs (cron, after a pull) find nothing to do.
-        listing, entries = _list_all(settings, matcher)
         try:
             with Index.open(index_path, readonly=True) as idx:
                 states, meta = idx.file_states(), idx.meta()
@@ -421,6 +430,7 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
             # An older schema (the locked pass migrates or explains), or a file another run
             # has just created and not yet filled: the locked pass sorts both out.
             states, meta = None, None
+        listing, entries = _list_all(settings, matcher, states)
         if states is not None and not _needs_work(settings, listing, entries, states, meta):
             _fill_counts(report, listing, entries, states)
             report.unchanged = sum(1 for e in entries if not e.reason
@@ -431,8 +441,9 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
     factory = _embedder_factory(settings, embedder)
     with (lock() if lock is not None else _default_lock(settings)):
         report.locked = True
-        listing, entries = _list_all(settings, matcher)
         with Index.open(index_path) as idx:
+            listing, entries = _list_all(settings, matcher,
+                                         None if force else idx.file_states())
             _refresh_locked(settings, idx, listing, entries, factory, force, progress, report,
                             started)
     return report
@@ -946,7 +957,7 @@ def status(settings) -> dict[str, Any]:
         info = idx.status()
         states = idx.file_states()
     meta = info["meta"]
-    listing, entries = _list_all(settings, sources.KindMatcher.from_settings(settings))
+    listing, entries = _list_all(settings, sources.KindMatcher.from_settings(settings), states)
     changed, added, removed = _differences(entries, states, listing.root, meta)
     head_moved = _heads_moved(listing, meta)
     # The settings name another embedder than the one that built the index: a refresh would

@@ -1,7 +1,8 @@
 """Retrieval quality on the harborlab dev set, as a regression guard.
 
-The floors are issue 2's done-when (recall@5 ≥ 0.88, MRR ≥ 0.70 with the offline embedder)
-plus the behaviours issue 6 demands of every dev question: each follow-up found within the top
+The floors sit a little under what the ranking measures with the offline embedder (raised
+with issue 11 from issue 2's 0.88 / 0.70) plus the behaviours issue 6 demands of every dev
+question: each follow-up found within the top
 five once rewritten, each unanswerable question judged "not covered". The figures for the
 closing note come from ``ai-eval``; this test keeps a change from quietly sinking them.
 """
@@ -19,9 +20,9 @@ def test_harborlab_dev_set_stays_above_the_floors(retriever):
     report = summarise(outcomes)
     overall = report["overall"]
     assert overall["n"] == 40
-    assert overall["recall@5"] >= 0.88, report
-    assert overall["mrr"] >= 0.70, report
-    assert overall["context_hit"] >= 0.95, report
+    assert overall["recall@5"] >= 0.93, report
+    assert overall["mrr"] >= 0.80, report
+    assert overall["context_hit"] >= 0.97, report
     followups = [o for o in outcomes if o.shape == "followup"]
     assert len(followups) == 3 and all(o.rank is not None and o.rank <= 5 for o in followups)
     assert report["unanswerable"] == {"n": 3, "not_covered": 1.0}
