@@ -8,7 +8,6 @@ meanings: README.md's exit-code table must equal it (a test checks), and each co
 
 from __future__ import annotations
 
-import textwrap
 from typing import NamedTuple
 
 OK = 0            # done; also "AI_ENABLED=false, nothing to do" and "documentation does not cover it"
@@ -66,6 +65,17 @@ def epilog(*codes: int) -> str:
     lines = ["exit codes:"]
     for row in TABLE:
         if row.code in wanted:
-            lines += textwrap.wrap(row.meaning.replace("`", ""), 88, initial_indent=f"  {row.code:<4}",
-                                   subsequent_indent=" " * 6)
+            lines += _wrap(f"  {row.code:<4}", row.meaning.replace("`", ""))
     return "\n".join(lines) + "\n"
+
+
+def _wrap(first: str, text: str, width: int = 92) -> list[str]:
+    # Greedy word wrap under a hanging indent. Not textwrap: every command builds its epilog
+    # at start-up, and argparse itself imports textwrap only to print --help.
+    lines, line = [], first
+    for word in text.split():
+        if len(line) + 1 + len(word) > width and line.strip():
+            lines.append(line)
+            line = " " * len(first)
+        line += word if line.endswith(" ") or line == first else " " + word
+    return lines + [line]
