@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -305,10 +306,11 @@ def _decode_and_chunk(entry: _Entry, data: bytes, count_tokens, max_tokens: int,
         log.warning("%s: %s", entry.path, decoded.warning)
     from varaverk.chunking import chunk_document
 
-    decoded = _mask(entry.path, decoded)
+    decoded = _mask(decoded)
     titles = links() if links is not None and entry.kind in NOTE_KINDS else None
     chunks = chunk_document(entry.path, entry.kind, decoded.text, max_tokens=max_tokens,
                             count_tokens=count_tokens, links=titles)
+    decoded = _report_masked(entry.path, decoded, chunks)
     if entry.source != DEFAULT_SOURCE:
         chunks = [replace(c, source=entry.source) for c in chunks]
     if not chunks:
@@ -317,20 +319,39 @@ def _decode_and_chunk(entry: _Entry, data: bytes, count_tokens, max_tokens: int,
 
 
 MASK_NOTE = "masked secret-looking values on line"
+_COMMENT_LEAD = re.compile(r"^[\s#;/*!-]+")
 
 
-def _mask(path: str, decoded: sources.Decoded) -> sources.Decoded:
+def _mask(decoded: sources.Decoded) -> sources.Decoded:
     """The document with secret-looking values masked before chunking (so before embedding
-    and FTS); each masked line is logged as a warning and named in ``masked_note``."""
+    and FTS), every masked value in ``masked``; ``_report_masked`` keeps the indexed ones."""
     from varaverk.secret_patterns import mask_secrets
 
     masked = mask_secrets(decoded.text)
     if not masked.hits:
         return decoded
-    for line, what in masked.hits:
+    return decoded._replace(text=masked.text, masked=masked.hits)
+
+
+def _report_masked(path: str, decoded: sources.Decoded, chunks: list) -> sources.Decoded:
+    """Keep and log (as warnings) only the masked values whose line a chunk holds: a value in
+    a script's body or an unindexed part of a file never reaches the index, so it is no
+    finding and must not bury the real ones."""
+    if not decoded.masked:
+        return decoded
+    lines = decoded.text.split("\n")
+
+    def indexed(line: int) -> bool:
+        # Within a chunk's range and in its text: a range may span code between two comment
+        # blocks, and chunkers drop comment markers and indentation.
+        bare = _COMMENT_LEAD.sub("", lines[line - 1]).strip()
+        return any(c.start_line <= line <= c.end_line and bare in c.text for c in chunks)
+
+    kept = tuple(hit for hit in decoded.masked if indexed(hit[0]))
+    for line, what in kept:
         log.warning("%s: line %d: masked a secret-looking value (%s) before indexing; "
                     "remove it from the repository", path, line, what)
-    return decoded._replace(text=masked.text, masked=masked.hits)
+    return decoded._replace(masked=kept)
 
 
 def masked_note(hits) -> str:

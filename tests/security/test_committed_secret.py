@@ -76,3 +76,38 @@ def test_committed_secret_never_embedded_nor_in_fts(tmp_path, model_server):
     # A second run keeps the warning (the row is unchanged, not re-read).
     assert run_index(settings).returncode == 0
     assert "notify.conf.template: masked" in run_index(settings, "--status").stdout
+
+
+SCRIPT = """\
+#!/usr/bin/env bash
+# PURPOSE
+#   Rotate the relay's credentials.
+# OPERATIONAL MODEL
+#   Asks the relay for a new token.
+# DESIGN PRINCIPLES
+#   One request.
+# OPERATIONAL SAFEGUARDS
+#   Fails closed.
+# CONFIGURATION
+#   NOTIFY_API_TOKEN="CANARY-header-77c1d2" is what the relay answered once.
+# RUNTIME MODES
+#   No flags.
+set -eu
+NOTIFY_API_TOKEN="$(cat /run/secrets/notify)"
+password="hunter2-in-the-body"
+curl -u "relay:$password" https://relay.example.lan/rotate
+"""
+
+
+def test_only_indexed_lines_are_warned_about(tmp_path, model_server):
+    # A script's body is never indexed, so a value masked there is no finding: warning about
+    # it buried the real ones (a repository's own code gave hundreds of such lines).
+    repo = make_repo(tmp_path / "r", {"Tools/rotate_relay": SCRIPT})
+    (repo / "Tools/rotate_relay").chmod(0o755)
+    settings = make_settings(repo, tmp_path, model_server)
+    proc = run_index(settings)
+    assert proc.returncode == 0, proc.stderr
+    log = (settings.ai_log_dir / "ai-index.log").read_text()
+    assert "Tools/rotate_relay: line 11: masked a secret-looking value" in log
+    assert "line 15" not in log and "line 16" not in log
+    assert "CANARY-header-77c1d2" not in "\n".join(embed_inputs(model_server))
