@@ -287,6 +287,7 @@ def _run(parser, args) -> int:
         from varaverk.profiles import get_profile
         from varaverk.search import Retriever
         get_profile(args.profile)
+        _check_source(args.source, settings)
         retriever = Retriever(settings)
         if args.search:
             return _search(args, settings, retriever, question, history, filters)
@@ -302,6 +303,16 @@ def _run(parser, args) -> int:
                          "confident": False, "results": [],
                          "error": {"message": message, "kind": kind}})
         raise
+
+
+def _check_source(name: str | None, settings) -> None:
+    """Raise UsageError when ``--source`` names no configured source (it would match nothing)."""
+    from varaverk.errors import UsageError
+    from varaverk.named_sources import all_sources
+    names = [s.name for s in all_sources(settings)]
+    if name is not None and name not in names:
+        raise UsageError(f"--source {name!r} is not a configured source; choose one of "
+                         f"{', '.join(names)} (AI_SOURCES adds more)")
 
 
 def _gate(settings, args) -> str:

@@ -38,3 +38,11 @@ def test_an_unknown_kind_is_a_usage_error_listing_the_kinds(hl_settings):
     for kind in ("header", "readme", "manual", "template", "doc"):
         assert repr(kind) in out.stderr
     assert "No matching documentation" not in out.stdout
+
+
+def test_an_unknown_source_is_a_usage_error_naming_the_configured_ones(hl_settings):
+    out = run(hl_settings, "--search", "--source", "vault", "mover")
+    assert out.returncode == exitcodes.USAGE
+    assert "--source 'vault' is not a configured source; choose one of repo" in out.stderr
+    assert "No matching documentation" not in out.stdout
+    assert run(hl_settings, "--search", "--source", "repo", "mover").returncode == exitcodes.OK
