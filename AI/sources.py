@@ -31,13 +31,12 @@ from __future__ import annotations
 import os
 import re
 import stat
-import subprocess
 from pathlib import Path
 from typing import Iterable, NamedTuple, Sequence
 
 from wcmatch import glob as wcglob
 
-from varaverk import exitcodes
+from varaverk import exitcodes, gitrepo
 from varaverk.errors import VaraverkError
 
 KINDS = ("header", "readme", "manual", "template", "doc")
@@ -99,11 +98,6 @@ class Listing(NamedTuple):
     head: str | None
 
 
-def _git(root: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(["git", "-C", str(root), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-
-
 def list_tracked(root: str | os.PathLike) -> Listing:
     """List the tracked paths of the repository at ``root`` with their modes, and its HEAD.
 
@@ -115,8 +109,8 @@ def list_tracked(root: str | os.PathLike) -> Listing:
     """
     root = Path(root)
     try:
-        ls = _git(root, "ls-files", "-z", "-s")
-        rev = _git(root, "rev-parse", "--verify", "-q", "HEAD")
+        ls = gitrepo.spawn(root, "ls-files", "-z", "-s")
+        rev = gitrepo.spawn(root, "rev-parse", "--verify", "-q", "HEAD")
     except OSError as exc:
         raise SourcesError(f"cannot run git: {exc}") from None
     out, err = ls.communicate()

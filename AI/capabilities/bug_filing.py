@@ -17,11 +17,11 @@ import logging
 import platform
 import re
 import secrets as _random
-import subprocess
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from varaverk import gitrepo
 from varaverk.atomic_files import write_atomic
 from varaverk.profiles import BUG_FILING
 
@@ -42,14 +42,7 @@ def versions(settings) -> dict[str, str]:
         own = metadata.version("varaverk")
     except metadata.PackageNotFoundError:
         own = "unknown"
-    head = "unknown"
-    try:
-        out = subprocess.run(["git", "-C", str(settings.ai_repo_root), "rev-parse", "--short",
-                              "HEAD"], capture_output=True, text=True, timeout=5, check=False)
-        if out.returncode == 0 and out.stdout.strip():
-            head = out.stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        pass
+    head = gitrepo.short_head(settings.ai_repo_root) or "unknown"
     return {
         "varaverk": own,
         "python": platform.python_version(),
