@@ -6,6 +6,7 @@ import functools
 import os
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -53,15 +54,25 @@ def git(repo: Path, *args: str) -> str:
                           text=True, env=env).stdout
 
 
+# How long before "now" make_repo stamps the files it writes. A real repository's files are
+# older than the build that indexes them; a file stamped within the racy-timestamp slack of a
+# build is re-hashed by every later run until a run writes, which on a fast machine made
+# tests that count the files a run reads depend on how quickly they reached the build.
+FILE_AGE_S = 5
+
+
 def make_repo(root: Path, files: dict[str, bytes | str], commit: bool = True) -> Path:
-    """A git repository at ``root`` tracking ``files`` (path -> content), committed once."""
+    """A git repository at ``root`` tracking ``files`` (path -> content), committed once;
+    each file's mtime is FILE_AGE_S seconds in the past."""
     root.mkdir(parents=True, exist_ok=True)
     git(root, "init", "-q", "-b", "main")
     git(root, "config", "core.autocrlf", "false")
+    past = time.time_ns() - FILE_AGE_S * 1_000_000_000
     for rel, content in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(content.encode() if isinstance(content, str) else content)
+        os.utime(path, ns=(past, past), follow_symlinks=False)
     if files:
         git(root, "add", "-A")
     if commit and files:
