@@ -182,9 +182,7 @@ def _list_all(settings, matcher: sources.KindMatcher,
 def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
               spec: SourceSpec | None = None, states: dict | None = None) -> list[_Entry]:
     """Kind and disk check of every tracked path of one source. A repository path no glob
-    matches is sniffed for a shebang (``sources.shebang_kind``) unless ``states`` already
-    records its verdict (a header, or not a documentation kind), so a no-op run opens no
-    file; ``--force`` (no states) sniffs again."""
+    matches may be a script known by its shebang (``_sniffed``)."""
     spec = spec or SourceSpec(DEFAULT_SOURCE, "repo", listing.root)
     entries = []
     for tracked in listing.entries:
@@ -195,21 +193,37 @@ def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
             continue
         path = spec.stored_path(tracked.path)
         kind = spec.kind_of(tracked.path, matcher) or ""
+        sniff_st = None
         if not kind and spec.type == "repo" and not matcher.excluded(tracked.path):
-            stored = states.get(path) if states else None
-            if stored is None:
-                kind = sources.shebang_kind(listing.root, tracked) or ""
-            elif stored.kind == "header":
-                kind = "header"
+            kind, sniff_st = _sniffed(listing.root, tracked, states.get(path) if states else None)
         if tracked.mode == sources.GITLINK_MODE:  # a folder of another repository
             entries.append(_Entry(path, kind, sources.REASON_SUBMODULE, None, *extra))
             continue
         if not kind:
-            entries.append(_Entry(path, "", sources.REASON_NOT_DOC, None, *extra))
+            entries.append(_Entry(path, "", sources.REASON_NOT_DOC, sniff_st, *extra))
             continue
         st, reason = sources.lstat_entry(listing.root, tracked)
         entries.append(_Entry(path, kind, reason, st, *extra))
     return entries
+
+
+def _sniffed(root: Path, tracked: sources.TrackedPath, stored: FileState | None
+             ) -> tuple[str, os.stat_result | None]:
+    """``("header", st)`` for a script known by its shebang only, else ``("", st)``; ``st``
+    is the path's lstat (None when it cannot be a script or cannot be read).
+
+    The verdict ``stored`` by the last run stands while the file's size and mtime do, so a
+    no-op run opens no file; a changed file is sniffed again, as it may have gained or lost
+    its shebang. ``--force`` (no stored states) sniffs every candidate.
+    """
+    if not sources.could_be_script(tracked):
+        return "", None
+    st, reason = sources.lstat_entry(root, tracked)
+    if reason or st is None:
+        return "", None
+    if stored is not None and (stored.size, stored.mtime_ns) == (st.st_size, st.st_mtime_ns):
+        return ("header" if stored.kind == "header" else ""), st
+    return sources.shebang_kind(root, tracked, st) or "", st
 
 
 # Git's racy-timestamp rule: a file whose stored mtime is not older than the start of the run
@@ -245,9 +259,15 @@ def _stat_unchanged(entry: _Entry, stored: FileState | None) -> bool:
 
 
 def _skip_unchanged(entry: _Entry, stored: FileState | None) -> bool:
-    """A path skipped before the read (not a doc, submodule, symlink...) stored as such."""
+    """A path skipped before the read (not a doc, submodule, symlink...) stored as such; a
+    sniffed script candidate (``entry.st`` set) also by size and mtime."""
     return stored is not None and stored.status == "skipped" and stored.reason == entry.reason \
-        and stored.kind == entry.kind
+        and stored.kind == entry.kind and _skip_stat(entry) == (stored.size, stored.mtime_ns)
+
+
+def _skip_stat(entry: _Entry) -> tuple[int, int]:
+    """The size and mtime a skip row stores: -1, -1 unless the path was sniffed (``_sniffed``)."""
+    return (entry.st.st_size, entry.st.st_mtime_ns) if entry.st is not None else (-1, -1)
 
 
 # secret_patterns: a change to what is masked must re-chunk every document.
@@ -628,8 +648,8 @@ def _record_skip(run: _Run, entry: _Entry, stored: FileState | None) -> None:
     suffix = "; its chunks are removed" if stored and stored.chunk_count else ""
     log.info("%s: skipped: %s%s", entry.path, entry.reason, suffix, extra=DETAIL)
     run.changes.replace_chunks_of.append(entry.path)
-    run.changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped",
-                                         entry.reason, source=entry.source))
+    run.changes.file_rows.append(FileRow(entry.path, entry.kind, *_skip_stat(entry), "",
+                                         "skipped", entry.reason, source=entry.source))
 
 
 def _record_same_content(run: _Run, entry: _Entry, stored: FileState, sha: str) -> None:

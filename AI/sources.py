@@ -197,19 +197,28 @@ _SHEBANG = re.compile(rb"^#![ \t]*\S*/(?:env[ \t]+(?:-\S+[ \t]+)*)?"
                       rb"(?:sh|bash|dash|ksh|zsh|ash|python[0-9.]*|perl|php|ruby)(?:[ \t]|$)")
 
 
-def shebang_kind(root: Path, entry: TrackedPath) -> str | None:
-    """``"header"`` for a tracked script that no glob can recognise by name: a regular file
-    without an extension (or an executable one) whose first line is a shebang for sh, bash,
-    python, perl, php or ruby (``#!/bin/sh -e``, ``#!/usr/bin/env python3``); else None.
+def could_be_script(entry: TrackedPath) -> bool:
+    """Whether a tracked path no glob recognises may still be a script: a file without an
+    extension, or an executable one (git mode ``100755``); never a submodule."""
+    name = entry.path.rsplit("/", 1)[-1]
+    return entry.mode != GITLINK_MODE and ("." not in name.lstrip(".") or entry.mode == "100755")
 
+
+def shebang_kind(root: Path, entry: TrackedPath,
+                 st: os.stat_result | None = None) -> str | None:
+    """``"header"`` for a tracked script that no glob can recognise by name
+    (``could_be_script``) whose first line is a shebang for sh, bash, python, perl, php or
+    ruby (``#!/bin/sh -e``, ``#!/usr/bin/env python3``); else None.
+
+    ``st``: the path's ``lstat_entry`` result when the caller already has it.
     Reads at most 128 bytes, never through a symbolic link (``lstat_entry``, ``open_tracked``).
     """
-    name = entry.path.rsplit("/", 1)[-1]
-    if entry.mode == GITLINK_MODE or ("." in name.lstrip(".") and entry.mode != "100755"):
+    if not could_be_script(entry):
         return None
-    st, reason = lstat_entry(root, entry)
-    if reason or st is None:
-        return None
+    if st is None:
+        st, reason = lstat_entry(root, entry)
+        if reason or st is None:
+            return None
     try:
         with open_tracked(root, entry.path, st) as fh:
             first = fh.read(128).split(b"\n", 1)[0]

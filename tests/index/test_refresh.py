@@ -539,3 +539,25 @@ def test_changed_chunkers_re_chunk_everything_but_embed_only_new_texts(lab, monk
     assert embed_inputs(server) == []  # same chunk texts: every vector reused
     assert Index.open(settings.index_path, readonly=True).meta()["chunker"] == "new-rules"
     assert indexer.refresh(settings, progress=False).files_read == 0  # settled again
+
+
+def test_a_file_that_gains_a_shebang_is_indexed_without_force(lab):
+    repo, settings, server = lab
+    (repo / "Tools/rotate").write_text("rotate the recordings, one day at a time\n")
+    git(repo, "add", "Tools/rotate")
+    indexer.refresh(settings, progress=False)
+    assert "Tools/rotate" not in _chunk_texts(settings)
+    quiet = indexer.refresh(settings, progress=False)
+    assert quiet.files_read == 0 and not quiet.wrote  # an unchanged verdict opens nothing
+    script = "#!/bin/sh\n# PURPOSE\n#   Rotates the camera recordings every night.\necho body\n"
+    (repo / "Tools/rotate").write_text(script)
+    st = os.stat(repo / "Tools/rotate")
+    os.utime(repo / "Tools/rotate", ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    report = indexer.refresh(settings, progress=False)
+    assert report.indexed == 1
+    assert any("Rotates the camera recordings" in t for t in _chunk_texts(settings)["Tools/rotate"])
+    (repo / "Tools/rotate").write_text("no longer a script\n")
+    os.utime(repo / "Tools/rotate", ns=(st.st_atime_ns, st.st_mtime_ns + 9_000_000_000))
+    indexer.refresh(settings, progress=False)
+    assert "Tools/rotate" not in _chunk_texts(settings)  # and losing it drops its chunks
+    assert indexer.refresh(settings, progress=False).files_read == 0
