@@ -178,14 +178,14 @@ def chunk_document(path: str, kind: str, text: str, *, max_tokens: int = 256,
         from varaverk.note_links import note_drafts
         drafts = note_drafts(path, kind, text, links or {})
     else:
-        drafts = _chunker_for(kind)(path, text)
+        drafts = _chunker_for(kind, path)(path, text)
     chunks: list[Chunk] = []
     for draft in drafts:
         chunks.extend(_budget(path, kind, draft, count, max_tokens))
     return chunks
 
 
-def _chunker_for(kind: str) -> Callable[[str, str], list[Draft]]:
+def _chunker_for(kind: str, path: str) -> Callable[[str, str], list[Draft]]:
     # Imported here because the kind chunkers build on this module's Draft record.
     if kind == "header":
         from varaverk.script_headers import header_drafts
@@ -193,6 +193,9 @@ def _chunker_for(kind: str) -> Callable[[str, str], list[Draft]]:
     if kind == "template":
         from varaverk.conf_templates import template_drafts
         return template_drafts
+    if path.lower().endswith(".rst"):
+        from varaverk.rst_sections import rst_drafts
+        return rst_drafts
     from varaverk.markdown_sections import markdown_drafts
     return markdown_drafts
 

@@ -272,8 +272,8 @@ def _skip_stat(entry: _Entry) -> tuple[int, int]:
 
 # secret_patterns: a change to what is masked must re-chunk every document.
 CHUNKER_MODULES = ("chunking", "script_headers", "script_docs", "markdown_sections",
-                   "conf_templates", "secret_patterns", "obsidian_notes", "org_notes",
-                   "note_links", "chat_exports")
+                   "rst_sections", "conf_templates", "secret_patterns", "obsidian_notes",
+                   "org_notes", "note_links", "chat_exports")
 
 
 def chunker_stamp() -> str:

@@ -108,7 +108,7 @@ def yaml_key_paths(lines: list[str], first: int, end: int) -> dict[int, str]:
 
 
 @dataclass
-class _Outline:
+class Outline:
     """What one pass over markdown-it's tokens finds in a document."""
 
     meta: dict[str, Any] = field(default_factory=dict)
@@ -118,9 +118,9 @@ class _Outline:
     skipped: set[int] = field(default_factory=set)   # 0-based lines left out (MDX, bare tags)
 
 
-def _outline(tokens, lines: list[str]) -> _Outline:
+def _outline(tokens, lines: list[str]) -> Outline:
     """Front matter, top-level headings, YAML fence labels and left-out lines, in one pass."""
-    out = _Outline()
+    out = Outline()
     for i, tok in enumerate(tokens):
         if not tok.map:
             continue
@@ -177,11 +177,11 @@ def markdown_drafts(path: str, text: str) -> list[Draft]:
     before = _numbered(lines, outline.skipped, outline.body_start, first_heading)
     if any(t.strip() for _, t in before):
         drafts.append(Draft("", page_title, lead_trail, before, meta=meta))
-    drafts.extend(_heading_drafts(outline, lines, lead_trail))
+    drafts.extend(heading_drafts(outline, lines, lead_trail))
     return drafts
 
 
-def _heading_drafts(outline: _Outline, lines: list[str], lead_trail: list[str]) -> list[Draft]:
+def heading_drafts(outline: Outline, lines: list[str], lead_trail: list[str]) -> list[Draft]:
     """One draft per heading with text (or per empty leaf heading), in document order."""
     headings = outline.headings
     drafts: list[Draft] = []
