@@ -52,3 +52,14 @@ def test_only_the_support_module_reaches_for_the_shared_folder():
                  if p.name != "repos.py" and re.search(r"\bSHARED\b|\.\./shared/(fixtures|eval)",
                                                        p.read_text(encoding="utf-8"))]
     assert offenders == []
+
+
+def test_the_readme_layout_table_names_every_module():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for folder in ("AI", "Plugin", "Tools"):
+        (row,) = [line for line in readme.splitlines() if line.startswith(f"| `{folder}/` |")]
+        names = {p.stem for p in (ROOT / folder).glob("*.py") if p.stem != "__init__"}
+        names |= {p.parent.name for p in (ROOT / folder).glob("*/__init__.py")}
+        missing = sorted(n for n in names
+                         if not any(f"`{n}{end}`" in row for end in (".py", "/", "")))
+        assert not missing, f"README's layout row for {folder}/ does not name {missing}"
