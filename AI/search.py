@@ -43,7 +43,10 @@ How one query is scored (``Retriever.search``):
      first, and a reranker failure keeps the fused order.
 6. **Split sections come back whole.** When one part of a section that was split for the
    embedder ranks, the result is the section's parts joined (up to ``MERGE_CHARS``), so long
-   reference pages answer with the paragraph around the match (small-to-big).
+   reference pages answer with the paragraph around the match (small-to-big). A tiny chunk
+   (one option's paragraph, a bare heading, a banner's lines; under ``TINY_CHARS``) comes back
+   with the nearest chunks of its parent section (up to ``TINY_MERGE_CHARS``): alone it rarely
+   holds the answer. Two results never hold the same lines.
 7. **Relevance threshold.** ``Retriever.confident(hits)`` is False when the query names
    something no chunk mentions ("Minecraft", "Kubernetes": ``unknown_names``) or the best
    cosine similarity is below ``min_score`` (``AI_MIN_SCORE``, or ``DEFAULT_MIN_SCORE``,
@@ -120,6 +123,9 @@ class Hit:
             ``Retriever.unknown_names``); the same on every hit of one search.
         alias: True when the query names one of the chunk's note aliases (front matter
             ``aliases``, org ``:ROAM_ALIASES:``), which are matched lexically, never embedded.
+        grown: True when the ranked chunk was tiny and ``chunk`` is it joined with the nearest
+            chunks of its parent section (``TINY_MERGE_CHARS``); ``Retriever.expand`` may add
+            the rest of that section.
     """
 
     chunk: Any
@@ -131,6 +137,7 @@ class Hit:
     best_dense: float | None = None
     unknown: tuple[str, ...] = ()
     alias: bool = False
+    grown: bool = False
 
     def as_dict(self) -> dict:
         """The stable JSON shape of a result (ai-query --json ``results`` items)."""
@@ -778,23 +785,31 @@ class Retriever:
                 out.append(hit)
                 covered.add(c.id)
                 continue
-            parts = _around(siblings, pos)
+            # Siblings an earlier result holds are walls: the same lines twice would spend the
+            # context budget twice.
+            walls = {i for i, s in enumerate(siblings) if s.id in covered}
+            parts = _around(siblings, pos, _merge_cap(c), walls)
             covered.update(s.id for s in parts)
             if len(parts) > 1:
                 merged = replace(c, text="\n".join(s.text.rstrip("\n") for s in parts),
                                  start_line=parts[0].start_line, end_line=parts[-1].end_line)
-                hit = replace(hit, chunk=merged)
+                hit = replace(hit, chunk=merged, grown=_tiny(c))
             out.append(hit)
         return out
 
     def _siblings(self, c, files: dict[str, list]) -> list:
-        """The chunks a hit merges with, in line order (itself included); [] for none."""
+        """The chunks a hit merges with, in line order (itself included); [] for none: the
+        parts of a split section, the keys of a YAML block, or for a tiny chunk the rest of
+        its parent section (the same file and section)."""
         block = (getattr(c, "meta", None) or {}).get("block")
-        if c.part <= 0 and not block:
+        tiny = _tiny(c)
+        if c.part <= 0 and not block and not tiny:
             return []
         if c.path not in files:
             files[c.path] = self._file_chunks(c.path)
-        if block:
+        if tiny:
+            found = [s for s in files[c.path] if s.id == c.id or s.section == c.section]
+        elif block:
             found = [s for s in files[c.path] if (s.meta or {}).get("block") == block]
         else:
             found = [s for s in files[c.path]
@@ -973,8 +988,9 @@ class Retriever:
         """Hand each hit with its neighbouring parts / parent section, within a budget.
 
         For a hit that is one part of a split chunk (``part > 0``), the other parts of the same
-        chunk are added in line order; for a tiny chunk (under ``TINY_CHARS``), the other
-        chunks of the same file and section (its parent section) are added. Additions happen
+        chunk are added in line order; for a tiny chunk (under ``TINY_CHARS``, or a result
+        ``search`` already grew from one: ``Hit.grown``), the other chunks of the same file
+        and section (its parent section) are added. Additions happen
         only while the total stays within ``budget_chars``, best hit first; a chunk is never
         given twice, nor one whose lines a hit already holds (a merged split section).
 
@@ -1003,7 +1019,7 @@ class Retriever:
             seen.add(c.id)
             used += own
             group = [c]
-            if c.part > 0 or len(c.text) < TINY_CHARS:
+            if c.part > 0 or hit.grown or len(c.text) < TINY_CHARS:
                 for n in self._neighbours(c):
                     if n.id in seen or inside(n) or used + len(n.text) > budget_chars:
                         continue
@@ -1032,25 +1048,48 @@ class Retriever:
 
 
 TINY_CHARS = 200
+# A tiny chunk (one option's paragraph, a bare heading, a banner's two lines) comes back with
+# the nearest chunks of its parent section up to this size: small-to-big for the result list,
+# which is what the model is handed, as ``expand`` does for a prompt.
+TINY_MERGE_CHARS = 1000
 
 
-def _around(siblings: list, pos: int) -> list:
-    """``siblings[pos]`` and its nearest siblings, alternately after and before, while the
-    texts together stay within ``MERGE_CHARS``; in line order."""
+def _tiny(chunk) -> bool:
+    """Whether a chunk is too small to answer from alone: under ``TINY_CHARS`` and neither a
+    part of a split section nor a key of a YAML block (those merge with their siblings)."""
+    return chunk.part <= 0 and not (getattr(chunk, "meta", None) or {}).get("block") \
+        and len(chunk.text) < TINY_CHARS
+
+
+def _merge_cap(chunk) -> int:
+    """The most characters a result grown from ``chunk`` may hold (``_around``)."""
+    return TINY_MERGE_CHARS if _tiny(chunk) else MERGE_CHARS
+
+
+def _around(siblings: list, pos: int, cap: int = MERGE_CHARS,
+            walls: set[int] | frozenset[int] = frozenset()) -> list:
+    """``siblings[pos]`` and a contiguous run of its nearest siblings, taken alternately
+    after and before, while the texts together stay within ``cap`` characters; in line
+    order. The run stops at an index in ``walls`` (siblings an earlier result already
+    holds), so a merged result never repeats another's lines, and at a sibling too long to
+    fit, so it never claims lines it skipped."""
     chosen = [pos]
     used = len(siblings[pos].text)
     lo, hi = pos - 1, pos + 1
-    while lo >= 0 or hi < len(siblings):
-        grew = False
-        for j in (hi, lo):
-            if 0 <= j < len(siblings) and j not in chosen and \
-                    used + len(siblings[j].text) <= MERGE_CHARS:
-                chosen.append(j)
-                used += len(siblings[j].text)
-                grew = True
-        if not grew:
-            break
-        lo, hi = lo - 1, hi + 1
+    after = True
+
+    def fits(j: int) -> bool:
+        return 0 <= j < len(siblings) and j not in walls and used + len(siblings[j].text) <= cap
+
+    while fits(hi) or fits(lo):
+        j = hi if fits(hi) and (after or not fits(lo)) else lo
+        chosen.append(j)
+        used += len(siblings[j].text)
+        if j == hi:
+            hi += 1
+        else:
+            lo -= 1
+        after = not after
     return [siblings[j] for j in sorted(chosen)]
 
 

@@ -92,10 +92,11 @@ def test_confident_on_empty_is_false(retriever):
 def test_small_to_big_adds_parent_section_within_budget(retriever):
     hits = retriever.search("MOVER_STOP_TIMEOUT", 1)
     chunk = hits[0].chunk
-    assert len(chunk.text) < 200  # a tiny named paragraph
+    [stored] = retriever.index.get_chunks([chunk.id])
+    assert len(stored.text) < 200  # a tiny named paragraph, returned with its section
+    assert hits[0].grown and len(chunk.text) > len(stored.text)
     groups = retriever.expand(hits, 100_000)
     assert groups[0][0].section == chunk.section
-    assert len(groups[0]) > 1
     assert all(c.path == chunk.path and c.section == chunk.section for c in groups[0])
     assert chunk.id in [c.id for c in groups[0]]
     lines = [c.start_line for c in groups[0]]

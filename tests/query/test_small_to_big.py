@@ -1,0 +1,127 @@
+"""Small-to-big in the result list: a tiny chunk comes back with its parent section, and merged
+results never repeat one another's lines (real index of constructed documents)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from tests.query.conftest import query_settings
+from tests.support.repos import make_repo
+from varaverk import search
+from varaverk.search import Retriever, _around
+
+
+def _script(keys: int) -> str:
+    """A script whose CONFIGURATION section documents ``keys`` settings in tiny paragraphs."""
+    lines = ["#!/usr/bin/env bash", "# demo :: Tools/pump.sh", "# Run the pump.", "#",
+             "# PURPOSE", "#   Moves water from the cistern to the tank when the tank runs low.",
+             "#", "# CONFIGURATION"]
+    for i in range(keys):
+        lines += [f"#   PUMP_SETTING_{i:02d}",
+                  f"#     Setting number {i} of the pump, in litres per minute (default: {i})"]
+    lines += ["#", "# RUNTIME MODES", "#   --dry-run", "#     Print what would run; run nothing.",
+              "", "echo pump", ""]
+    return "\n".join(lines)
+
+
+@pytest.fixture
+def pump(tmp_path, model_server):
+    repo = make_repo(tmp_path / "repo", {"Tools/pump.sh": _script(14)})
+    settings = query_settings(repo, tmp_path / "data", model_server, ai_embed_backend="ollama",
+                              ai_embed_model="m")
+    from varaverk.indexer import refresh
+    refresh(settings, progress=False)
+    return Retriever(settings, reranker=False)
+
+
+def test_a_tiny_chunk_comes_back_with_its_parent_section(pump):
+    stored = {c.title: c for c in pump.index.chunks_for_path("Tools/pump.sh")}
+    seed = stored["PUMP_SETTING_07"]
+    assert len(seed.text) < search.TINY_CHARS
+    [hit] = pump.search("PUMP_SETTING_07", 1)
+    assert hit.chunk.id == seed.id and hit.grown
+    text = hit.chunk.text
+    assert seed.text.strip() in text and len(text) <= search.TINY_MERGE_CHARS
+    # Its nearest siblings on both sides, never another section's paragraphs.
+    assert stored["PUMP_SETTING_06"].text.strip() in text
+    assert stored["PUMP_SETTING_08"].text.strip() in text
+    assert "--dry-run" not in text and "cistern" not in text
+    config = sorted((c for c in stored.values() if c.section == "CONFIGURATION"),
+                    key=lambda c: c.start_line)
+    assert sum(len(c.text) for c in config) > search.TINY_MERGE_CHARS  # so it is a window
+    inside = [c for c in config if c.text.strip() in text]
+    assert hit.chunk.start_line == inside[0].start_line
+    assert hit.chunk.end_line == inside[-1].end_line
+    # The prompt's expansion adds the rest of the section, each paragraph once.
+    [group] = pump.expand([hit], 100_000)
+    from varaverk.prompts import format_context
+    context, _ = format_context([group], 100_000)
+    for c in config:
+        assert context.count(c.text.strip()) == 1
+    assert "--dry-run" not in context
+
+
+def test_a_chunk_that_is_not_tiny_is_returned_as_stored(pump, monkeypatch):
+    monkeypatch.setattr(search, "TINY_CHARS", 0)
+    [hit] = pump.search("PUMP_SETTING_07", 1)
+    stored = {c.id: c for c in pump.index.chunks_for_path("Tools/pump.sh")}
+    assert not hit.grown and hit.chunk.text == stored[hit.chunk.id].text
+
+
+def _parts(*sizes: int) -> list:
+    return [SimpleNamespace(n=i, text="x" * size) for i, size in enumerate(sizes)]
+
+
+def _window(*args, **kw) -> list[int]:
+    return [s.n for s in _around(*args, **kw)]
+
+
+def test_around_grows_after_then_before_within_the_cap():
+    sibs = _parts(100, 100, 100, 100, 100)
+    assert _window(sibs, 2, cap=300) == [1, 2, 3]
+    assert _window(sibs, 2, cap=400) == [1, 2, 3, 4]
+    assert _window(sibs, 0, cap=1000) == [0, 1, 2, 3, 4]
+
+
+def test_around_never_jumps_a_sibling_it_cannot_hold():
+    # The old window skipped the long part and took the one beyond it, so the merged line
+    # range claimed lines whose text it did not hold.
+    sibs = _parts(100, 900, 100, 100)
+    assert _window(sibs, 0, cap=400) == [0]
+    assert _window(sibs, 2, cap=400) == [2, 3]
+
+
+def test_around_stops_at_walls():
+    sibs = _parts(100, 100, 100, 100, 100)
+    assert _window(sibs, 3, cap=1000, walls={1}) == [2, 3, 4]
+    assert _window(sibs, 2, cap=1000, walls={1, 3}) == [2]
+
+
+LONG = ("# Guide\n\n## Tracking\n\n"
+        + "\n\n".join(f"Paragraph {i}: " + " ".join(f"w{i}x{j}" for j in range(30))
+                      for i in range(40)) + "\n")
+
+
+def test_parts_of_one_section_never_repeat_each_others_lines(tmp_path, model_server,
+                                                              monkeypatch):
+    repo = make_repo(tmp_path / "repo", {"docs/guide.md": LONG})
+    settings = query_settings(repo, tmp_path / "data", model_server, ai_embed_backend="ollama",
+                              ai_embed_model="m")
+    from varaverk.indexer import refresh
+    refresh(settings, progress=False)
+    retriever = Retriever(settings, reranker=False)
+    parts = sorted((c for c in retriever.index.chunks_for_path("docs/guide.md") if c.part > 0),
+                   key=lambda c: c.part)
+    assert len(parts) >= 4
+    # A window of about two parts, so every part that ranks grows into a neighbour.
+    monkeypatch.setattr(search, "MERGE_CHARS", max(len(c.text) for c in parts) * 2 + 10)
+    hits = retriever.search("w0x1 w39x2 paragraph", 10)
+    assert len(hits) >= 3
+    assert any(len([p for p in parts if p.text.strip() in h.chunk.text]) > 1 for h in hits)
+    for p in parts:
+        held = [h for h in hits if p.text.strip() in h.chunk.text]
+        assert len(held) == 1, f"part {p.part} is in {len(held)} results"
+    spans = sorted((h.chunk.start_line, h.chunk.end_line) for h in hits)
+    assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
