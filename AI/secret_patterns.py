@@ -50,7 +50,7 @@ LONG_TOKEN = re.compile(r"[A-Za-z0-9+/=_-]{24,}")
 LONG_ALNUM = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9+=]{24,}(?![A-Za-z0-9])")
 # ``key<sep>value``: the key may be quoted (JSON), the value double-, single- or unquoted.
 PAIR = re.compile(
-    r"(?P<key>(?<![\w.$])[A-Za-z_][\w.-]{0,80})(?P<kq>[\"']?)(?P<sep>[ \t]*:?=[ \t]*|[ \t]*:[ \t]*"
+    r"(?P<key>(?<![\w.$])[A-Za-z_][\w.-]{0,80})(?P<kq>[\"']?)(?P<sep>[ \t]*:?=[ \t]*|[ \t]*:(?!:)[ \t]*"
     r"|[ \t]+)(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s\"',;&}\])`]+))")
 _KEY_START = re.compile(r"(?<![\w.$])[A-Za-z_][\w.-]{0,80}")
 # Keys that name something about a secret, not the secret: its file, its length, its lifetime.
@@ -59,12 +59,17 @@ _ABOUT_A_SECRET = re.compile(
     r"LIMIT|RATE|ENABLED|TTL|INTERVAL|EXPIRY|NAME|USER|HEADER|FORMAT|MODE|TYPE|METHOD|LIFETIME|"
     r"ENDPOINT|RESET|ID|PROVIDER|POLICY|ALGORITHM|ALG|SCOPES?|EMAIL|DICT|CHECKERS?)$", re.I)
 # Document values that are no secret: a plain URL, a dotted name (m.megolm.v1, a.b.Type),
-# a sentence of three words or more.
-_DOC_VALUE = re.compile(r"^(https?://[^\s@]+|[\w-]+(\.[\w-]+)+|\S+(\s+\S+){2,})$")
+# a sentence of three words or more, a list of setting names (MOVER_STOP_TIMEOUT LOG_DIR).
+_DOC_VALUE = re.compile(r"^(https?://[^\s@]+|[\w-]+(\.[\w-]+)+|\S+(\s+\S+){2,}|"
+                        r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+(\s+[A-Z][A-Z0-9]*(_[A-Z0-9]+)+)*)$")
+# Keys whose value may be all digits and still a secret; under any other key a number is a
+# count, a size or a port.
+_NUMERIC_SECRET_KEY = re.compile(r"PASS|PWD|(^|_)PW($|_)|(^|_)PIN($|_)|(^|_)T?OTP($|_)|CODE",
+                                 re.I)
 # mysql -pSECRET (no space: the password itself), sshpass -p SECRET.
 CLI_PASSWORD = re.compile(
     r"(?P<pre>\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mariadb|"
-    r"mariadb-dump)\b[^\n]*?\s-p)(?P<value>[^\s'\"]+)|(?P<pre2>\bsshpass\s+-p\s*)(?P<value2>\S+)")
+    r"mariadb-dump)\b[^\n]*?\s-p)(?P<value>[^\s'\"`]+)|(?P<pre2>\bsshpass\s+-p\s*)(?P<value2>[^\s`]+)")
 _PLACEHOLDER = re.compile(
     r"^(|<[^>]*>|\{\{.*\}\}|\{[A-Za-z_]+\}|x+|\*+|\.\.\.|…|changeme|change[-_]?me|"
     r"your[-_ ].*|example.*|none|null|true|false|yes|no|on|off|value|secret|password|passwd|"
@@ -186,6 +191,8 @@ def _sub_pairs(text: str, replacement, keep=None, strict: bool = True
         found = _pair_value(m, strict)
         if found is None or (keep is not None and keep(found[0])):
             continue
+        if not strict and found[0].isdigit() and not _NUMERIC_SECRET_KEY.search(m.group("key")):
+            continue  # in documents: "AI_TOKEN_RETAIN_ROWS=20000" is a count
         _, start, end = found
         out.append(text[pos:start])
         out.append(replacement)
@@ -195,11 +202,14 @@ def _sub_pairs(text: str, replacement, keep=None, strict: bool = True
     return "".join(out), hits
 
 
-def _sub_cli_passwords(text: str, replacement: str) -> str:
+def _sub_cli_passwords(text: str, replacement: str, keep=None) -> str:
+    """``mysql -pX`` and ``sshpass -p X`` with X replaced, unless ``keep(X)`` says it is a
+    placeholder (documents: ``-pX``, ``-p$DB_PASS``)."""
     def one(m: re.Match) -> str:
-        if m.group("pre") is not None:
-            return m.group("pre") + replacement
-        return m.group("pre2") + replacement
+        pre, value = (("pre", "value") if m.group("pre") is not None else ("pre2", "value2"))
+        if keep is not None and keep(m.group(value)):
+            return m.group(0)
+        return m.group(pre) + replacement
     return CLI_PASSWORD.sub(one, text)
 
 
@@ -269,7 +279,7 @@ def mask_secrets(text: str) -> MaskedText:
             if changed != masked:
                 hits.append((number, what))
                 masked = changed
-        cli = _sub_cli_passwords(masked, MASK)
+        cli = _sub_cli_passwords(masked, MASK, keep=_is_placeholder)
         if cli != masked:
             hits.append((number, "password on a command line"))
             masked = cli

@@ -45,6 +45,27 @@ def test_mask_keeps_keys_placeholders_and_paths():
     assert "4711" not in shapes.text
 
 
+# Documentation about secrets and settings: each line names a secret-looking key or command
+# without holding a secret, and was once masked and warned about.
+NOT_SECRETS = """\
+AI_TOKEN_RETAIN_ROWS="20000"
+SESSION_KEY_ROTATE_DAYS=30
+AI_CONF_READ_KEYS="MIRROR_MAX_DELETE_PCT MOVER_STOP_TIMEOUT"
+| a secret committed by mistake | `tests/test_committed_secret.py::test_never_embedded` |
+redaction covers ``mysql -pX``, ``mysql -p$DB_PASS`` and `mysql -p`, then prompts
+"""
+
+
+def test_documentation_about_secrets_is_not_masked():
+    masked = mask_secrets(NOT_SECRETS)
+    assert masked.hits == () and masked.text == NOT_SECRETS
+    real = mask_secrets("mysql -uroot -pS3cr3t-db db\n`mysql -pHunter2x`\nALARM_PIN=4711\n"
+                        "ADMIN_PASSWORD=20261201\nsecret::alpha-bravo-9\n")
+    assert [line for line, _ in real.hits] == [1, 2, 3, 4]
+    assert "S3cr3t-db" not in real.text and "Hunter2x" not in real.text
+    assert "20261201" not in real.text
+
+
 def test_committed_secret_never_embedded_nor_in_fts(tmp_path, model_server):
     repo = make_repo(tmp_path / "r", {"Deployment/notify.conf.template": TEMPLATE,
                                       "Docs/README-Relay.md": README})
