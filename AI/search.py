@@ -98,6 +98,7 @@ ROUTING_KINDS: tuple[str, ...] | None = None
 MERGE_CHARS = 2500          # a split section is returned whole up to this size
 POOL = 50                   # candidates taken from each retriever before fusion
 FILE_CACHE = 256            # files whose chunks a retriever keeps for small-to-big
+CHUNK_CACHE = 4096          # chunks a retriever keeps by id (the leading results of queries)
 # Calibrated on the dev sets' answerable vs unanswerable questions (see evaluation.py).
 DEFAULT_MIN_SCORE = 0.37
 NOT_COVERED = "The documentation does not cover this."
@@ -317,13 +318,45 @@ def prefer_headers(hits: list[Hit]) -> None:
                 h.score = header - 1e-9
 
 
+def file_gains(scores: np.ndarray, files: np.ndarray, unit: float,
+               top: int = FILE_TOP) -> np.ndarray | None:
+    """Per-file aggregation over candidate arrays: what each candidate gains from its file.
+
+    A file's score is the sum of its ``top`` best candidate scores (added best first); each
+    candidate with a known file gains ``unit`` × its file's score / the best file's score. So a
+    section of a page that matches as a whole outranks a lone look-alike on another page.
+
+    Args:
+        scores: float64 (m,) fused scores of the candidates.
+        files: int64 (m,) each candidate's file number, -1 for a candidate without one.
+        unit: the gain of a chunk of the best file.
+
+    Returns:
+        float64 (m,) gains (0 for candidates without a file); None when no file scores > 0.
+    """
+    known = np.flatnonzero(files >= 0)
+    if not known.size:
+        return None
+    order = known[np.lexsort((-scores[known], files[known]))]  # by file, best score first
+    f, s = files[order], scores[order]
+    starts = np.empty(f.size, dtype=bool)        # where each file's run begins
+    starts[0] = True
+    np.not_equal(f[1:], f[:-1], out=starts[1:])
+    group = np.cumsum(starts) - 1
+    take = np.arange(f.size) - np.flatnonzero(starts)[group] < top
+    # bincount adds in array order: a file's best scores are summed best first.
+    totals = np.bincount(group[take], weights=s[take])
+    best = float(totals.max())
+    if best <= 0:
+        return None
+    gains = np.zeros(scores.shape[0], dtype=np.float64)
+    gains[order] = unit * totals[group] / best
+    return gains
+
+
 def file_evidence(fused: dict[int, float], file_of: dict[int, int], unit: float,
                   top: int = FILE_TOP) -> dict[int, float]:
-    """Per-file aggregation: what each candidate gains from its file.
-
-    A file's score is the sum of its ``top`` best candidate scores; each candidate with a
-    known file gains ``unit`` × its file's score / the best file's score. So a section of a
-    page that matches as a whole outranks a lone look-alike on another page.
+    """``file_gains`` over dictionaries.
 
     Args:
         fused: {chunk id: fused score} of the candidates.
@@ -333,15 +366,13 @@ def file_evidence(fused: dict[int, float], file_of: dict[int, int], unit: float,
     Returns:
         {chunk id: gain} for the candidates in ``file_of`` (empty when no file scores > 0).
     """
-    per_file: dict[int, list[float]] = {}
-    for cid, score in fused.items():
-        if cid in file_of:
-            per_file.setdefault(file_of[cid], []).append(score)
-    totals = {f: sum(sorted(v, reverse=True)[:top]) for f, v in per_file.items()}
-    best = max(totals.values(), default=0.0)
-    if best <= 0:
+    ids = list(fused)
+    gains = file_gains(np.fromiter(fused.values(), dtype=np.float64, count=len(ids)),
+                       np.fromiter((file_of.get(c, -1) for c in ids), dtype=np.int64,
+                                   count=len(ids)), unit, top)
+    if gains is None:
         return {}
-    return {cid: unit * totals[f] / best for cid, f in file_of.items() if cid in fused}
+    return {cid: g for cid, g in zip(ids, gains.tolist()) if cid in file_of}
 
 
 def _file_stem(path: str) -> str:
@@ -409,9 +440,38 @@ class _Query:
     dense_of: dict[int, float] = field(default_factory=dict)
     lex_rank: list[int] = field(default_factory=list)
     lex_of: dict[int, float] = field(default_factory=dict)
+    # The same candidates as arrays, in rank order (what fusion computes on).
+    dense_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    dense_vals: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    lex_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    lex_scores: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
     boosted_section: str | None = None
     norm_names: list[str] = field(default_factory=list)
     sources: frozenset[str] | None = None     # source names kept (None: every source)
+
+
+def _union(*ids: np.ndarray) -> np.ndarray:
+    """The distinct values of int64 arrays, ascending (``np.unique`` without its overhead)."""
+    out = np.concatenate(ids)
+    if out.size < 2:
+        return out
+    out.sort()
+    keep = np.empty(out.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(out[1:], out[:-1], out=keep[1:])
+    return out[keep]
+
+
+class _Fused(NamedTuple):
+    """The candidates of one hybrid query and their fused scores."""
+
+    ids: np.ndarray         # int64 (m,) chunk ids, ascending, unique
+    rows: np.ndarray        # int64 (m,) each one's vector-table row, -1 for none
+    scores: np.ndarray      # float64 (m,) fused score in RRF units, boosts not yet added
+
+
+_EMPTY_IDS = np.zeros(0, dtype=np.int64)
+_EMPTY_SCORES = np.zeros(0, dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,8 +492,12 @@ class _TableCache:
     titles: list[str]
     bm25: Bm25 | None = None        # in-process BM25 of the same index generation, made lazily
     files: dict[str, list] = field(default_factory=dict)   # path -> its chunks (small-to-big)
-    file_of: list[int] = field(default_factory=list)    # per row: its file's number
+    # int64 (n,) per row: its file's number (empty when the table has no paths)
+    file_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     labels: LabelBm25 | None = None     # BM25 over heading trail + title + file name, lazily
+    # (boosted section, routing kinds) -> bool (n,): the rows section routing boosts
+    routed: dict[tuple, np.ndarray] = field(default_factory=dict)
+    chunks: dict[int, Any] = field(default_factory=dict)   # id -> stored chunk, read before
 
 
 class Retriever:
@@ -513,13 +577,14 @@ class Retriever:
             paths = getattr(table, "paths", None)
             if paths is not None and len(paths) == len(ids):
                 numbers: dict[str, int] = {}
-                self._cache.file_of = [numbers.setdefault(str(p), len(numbers))
-                                       for p in np.asarray(paths).tolist()]
+                self._cache.file_of = np.fromiter(
+                    (numbers.setdefault(str(p), len(numbers)) for p in np.asarray(paths).tolist()),
+                    dtype=np.int64, count=len(ids))
         return self._cache
 
     def _labels(self, cache: _TableCache) -> LabelBm25 | None:
         """The label field (heading trail, title, file name) of this table, built once."""
-        if cache.labels is None and cache.file_of and len(cache.titles) == len(cache.ids):
+        if cache.labels is None and cache.file_of.size and len(cache.titles) == len(cache.ids):
             paths = np.asarray(cache.table.paths).tolist()
             sections = np.asarray(cache.table.sections).tolist()
             cache.labels = LabelBm25([
@@ -578,9 +643,10 @@ class Retriever:
         q.pool = max(POOL, q.k * 3)
         self._dense(q)
         if self.mode in ("hybrid", "lexical"):
-            for cid, bm25 in self._lexical(lexical_text(query), q.pool, cache, q.mask):
-                q.lex_rank.append(cid)
-                q.lex_of[cid] = bm25
+            q.lex_ids, q.lex_scores = self._lexical_scored(lexical_text(query), q.pool, cache,
+                                                           q.mask)
+            q.lex_rank = q.lex_ids.tolist()
+            q.lex_of = dict(zip(q.lex_rank, q.lex_scores.tolist()))
         if self.mode == "dense":
             return self._single(q, [(cid, q.dense_of[cid]) for cid in q.dense_rank[:q.k]])
         if self.mode == "lexical":
@@ -595,14 +661,16 @@ class Retriever:
         vec = np.asarray(self.embedder.embed_query(q.text), dtype=np.float32)
         q.scores = dense_scores(q.cache.table.matrix, vec)
         rows = top_k(q.scores, q.pool if self.mode == "hybrid" else q.k, q.mask)
-        q.dense_rank = ids[rows].tolist()
-        q.dense_of = dict(zip(q.dense_rank, q.scores[rows].tolist()))
+        q.dense_ids = ids[rows]
+        q.dense_vals = q.scores[rows].astype(np.float64)
+        q.dense_rank = q.dense_ids.tolist()
+        q.dense_of = dict(zip(q.dense_rank, q.dense_vals.tolist()))
         if rows.size:
             q.best_dense = float(q.scores[rows[0]])
 
     def _single(self, q: _Query, chosen: list[tuple[int, float]]) -> list[Hit]:
         """Hits of a single-retriever mode (dense or lexical), in the retriever's order."""
-        chunks = self._chunks([cid for cid, _ in chosen])
+        chunks = self._chunks([cid for cid, _ in chosen], q.cache)
         return [Hit(chunks[cid], s, dense=q.dense_of.get(cid), lexical=q.lex_of.get(cid),
                     best_dense=q.best_dense, unknown=q.unknown)
                 for cid, s in chosen if cid in chunks]
@@ -610,42 +678,29 @@ class Retriever:
     def _hybrid(self, q: _Query) -> list[Hit]:
         """Fuse dense and lexical candidates, boost, rank and merge split sections."""
         cache = q.cache
-        name_ids: list[int] = []
-        for name in q.names:
-            for cid, bm25 in self._lexical(name, 20, cache, q.mask):
-                if cid not in name_ids:
-                    name_ids.append(cid)
-                q.lex_of.setdefault(cid, bm25)
-        if self.fusion == "score":
-            fused = self._score_fusion(q.dense_of, q.lex_of, q.lex_rank)
-        else:
-            fused = rrf([q.dense_rank, q.lex_rank], RRF_K,
-                        [self.dense_weight, self.lexical_weight])
-        for cid in name_ids:
-            fused.setdefault(cid, 0.0)
-        self._add_labels(q, fused)
-        self._add_file_evidence(q, fused)
-        if not fused:
+        name_ids = self._name_lookups(q)
+        fused = self._fuse(q, name_ids)
+        if not fused.ids.size:
             return []
-        # Dense scores for candidates found only lexically (for the threshold and the report).
-        row_of = cache.row_of
-        if q.scores is not None:
-            for cid in fused:
-                if cid not in q.dense_of and cid in row_of:
-                    q.dense_of[cid] = float(q.scores[row_of[cid]])
         rt = route(q.text) if self.routing else None
         q.boosted_section = rt.section if rt else None
-        keep = self._leading(q, fused, name_ids)
+        keep, base = self._leading(q, fused, name_ids)
+        row_of = cache.row_of
+        # Dense scores for candidates found only lexically (for the threshold and the report).
+        if q.scores is not None:
+            for cid in keep:
+                if cid not in q.dense_of and cid in row_of:
+                    q.dense_of[cid] = float(q.scores[row_of[cid]])
         # Chunk text is read only where ranking needs it: for the name boosts, and for
         # candidates the vector table does not describe (no usable vector).
         q.norm_names = [normalise_title(n) for n in q.names]
         have_labels = len(cache.titles) == len(cache.ids)
         read = keep if (q.norm_names or not have_labels) else [c for c in keep
                                                                  if c not in row_of]
-        chunks = self._chunks(read)
+        chunks = self._chunks(read, cache)
         hits: list[Hit] = []
-        for cid in keep:
-            hit = self._boosted_hit(q, cid, fused[cid], chunks.get(cid), have_labels)
+        for cid, score in zip(keep, base):
+            hit = self._boosted_hit(q, cid, score, chunks.get(cid), have_labels)
             if hit is not None:
                 hits.append(hit)
         prefer_headers(hits)
@@ -668,53 +723,111 @@ class Retriever:
         order = sorted(range(len(pool)), key=lambda i: (not pool[i].exact, -scores[i], i))
         return [pool[i] for i in order[:q.k]]
 
-    def _add_labels(self, q: _Query, fused: dict[int, float]) -> None:
-        """Add the label field's evidence (BM25 over heading trail, title and file name,
-        divided by its best score, times ``label_weight``) to ``fused``, in place; the best
-        ``LABEL_POOL`` label matches join the candidates."""
+    def _name_lookups(self, q: _Query) -> list[int]:
+        """Chunk ids each exact name of the query finds lexically on its own (best first per
+        name, in name order); their BM25 joins ``q.lex_of`` where the main pass had none."""
+        name_ids: list[int] = []
+        for name in q.names:
+            ids, scores = self._lexical_scored(name, 20, q.cache, q.mask)
+            for cid, bm25 in zip(ids.tolist(), scores.tolist()):
+                if cid not in name_ids:
+                    name_ids.append(cid)
+                q.lex_of.setdefault(cid, bm25)
+        return name_ids
+
+    def _fuse(self, q: _Query, name_ids: list[int]) -> _Fused:
+        """Every candidate of the query (dense, lexical, exact-name and label matches) with
+        its fused score: the fusion of dense and lexical, plus the label field's evidence,
+        plus per-file aggregation over all of that (``file_gains``)."""
+        cache = q.cache
+        label_rows, label_gain = self._label_evidence(q)
+        ids = _union(q.dense_ids, q.lex_ids, np.asarray(name_ids, dtype=np.int64),
+                     cache.ids[label_rows])
+        scores = np.zeros(ids.size, dtype=np.float64)
+        if self.fusion == "score":
+            self._score_fusion(q, ids, scores)
+        else:
+            fused = rrf([q.dense_rank, q.lex_rank], RRF_K,
+                        [self.dense_weight, self.lexical_weight])
+            if fused:
+                keys = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
+                scores[np.searchsorted(ids, keys)] = np.fromiter(
+                    fused.values(), dtype=np.float64, count=len(fused))
+        if label_rows.size:
+            scores[np.searchsorted(ids, cache.ids[label_rows])] += label_gain
+        rows = np.full(ids.size, -1, dtype=np.int64)
+        if cache.ids.size and ids.size:
+            pos = np.minimum(np.searchsorted(cache.ids, ids), cache.ids.size - 1)
+            inside = cache.ids[pos] == ids
+            rows[inside] = pos[inside]
+        if self.file_weight and cache.file_of.size and ids.size:
+            files = np.where(rows >= 0, cache.file_of[np.maximum(rows, 0)], -1)
+            gains = file_gains(scores, files, self.file_weight * _UNIT)
+            if gains is not None:
+                scores += gains
+        return _Fused(ids, rows, scores)
+
+    def _label_evidence(self, q: _Query) -> tuple[np.ndarray, np.ndarray]:
+        """The label field's evidence: ``(vector-table rows int64, gains float64)`` of the
+        best ``LABEL_POOL`` label matches the filters allow, each gain its BM25 over heading
+        trail, title and file name divided by the best label score, times ``label_weight``
+        (in fused units); empty arrays when no label matches."""
         labels = self._labels(q.cache) if self.label_weight else None
         if labels is None:
-            return
+            return _EMPTY_IDS, _EMPTY_SCORES
         rows, scores = labels.score(q.text)
         if rows.size:
             keep = q.mask[rows]
             rows, scores = rows[keep], scores[keep]
         if not rows.size:
-            return
+            return _EMPTY_IDS, _EMPTY_SCORES
         if rows.size > LABEL_POOL:
             best = np.argpartition(-scores, LABEL_POOL - 1)[:LABEL_POOL]
             rows, scores = rows[best], scores[best]
         unit = self.label_weight * _UNIT / float(scores.max())
-        for cid, score in zip(q.cache.ids[rows].tolist(), scores.tolist()):
-            fused[cid] = fused.get(cid, 0.0) + score * unit
-
-    def _add_file_evidence(self, q: _Query, fused: dict[int, float]) -> None:
-        """``file_evidence`` over this query's candidates, in place."""
-        file_of, row_of = q.cache.file_of, q.cache.row_of
-        if not self.file_weight or not file_of or not fused:
-            return
-        files = {cid: file_of[row] for cid in fused if (row := row_of.get(cid)) is not None}
-        for cid, bonus in file_evidence(fused, files, self.file_weight * _UNIT).items():
-            fused[cid] += bonus
+        return rows, scores * unit
 
     def _routed(self, kind: str, section: str, boosted: str | None) -> bool:
         """Whether section routing boosts a chunk of this kind and (upper-case) section."""
         return bool(boosted) and section == boosted and (
             self.routing_kinds is None or kind in self.routing_kinds)
 
-    def _leading(self, q: _Query, fused: dict[int, float], name_ids: list[int]) -> list[int]:
-        """The candidates worth reading: the best by fused score plus section boost (what the
-        vector table already knows), and every chunk an exact name found. A chunk outside
-        them cannot reach the top k except through an exact name."""
-        row_of, sections = q.cache.row_of, q.cache.sections
-        bonus = self.section_boost * _UNIT
-        prelim: dict[int, float] = {}
-        for cid, base in fused.items():
-            row = row_of.get(cid)
-            prelim[cid] = base + (bonus if row is not None and self._routed(
-                q.cache.kinds[row], sections[row], q.boosted_section) else 0.0)
-        keep = sorted(prelim, key=lambda c: (-prelim[c], c))[: q.k * 3 + 10]
-        return keep + [cid for cid in name_ids if cid not in keep]
+    def _routed_rows(self, cache: _TableCache, boosted: str | None) -> np.ndarray | None:
+        """bool (n,): the rows section routing boosts for ``boosted`` (None: no section),
+        computed once per table and section."""
+        if not boosted:
+            return None
+        key = (boosted, self.routing_kinds)
+        found = cache.routed.get(key)
+        if found is None:
+            found = np.asarray(cache.sections, dtype=str) == boosted
+            if self.routing_kinds is not None:
+                found &= np.isin(np.asarray(cache.kinds, dtype=str), list(self.routing_kinds))
+            cache.routed[key] = found
+        return found
+
+    def _leading(self, q: _Query, fused: _Fused,
+                 name_ids: list[int]) -> tuple[list[int], list[float]]:
+        """The candidates worth reading and their fused scores: the best by fused score plus
+        section boost (what the vector table already knows; ties: lower id first), and every
+        chunk an exact name found. A chunk outside them cannot reach the top k except through
+        an exact name."""
+        prelim = fused.scores
+        routed = self._routed_rows(q.cache, q.boosted_section)
+        if routed is not None:
+            inside = fused.rows >= 0
+            boosted = np.zeros(fused.ids.size, dtype=bool)
+            boosted[inside] = routed[fused.rows[inside]]
+            prelim = np.where(boosted, prelim + self.section_boost * _UNIT, prelim)
+        order = np.lexsort((fused.ids, -prelim))[: q.k * 3 + 10]
+        keep = fused.ids[order].tolist()
+        base = fused.scores[order].tolist()
+        chosen = set(keep)
+        extra = [cid for cid in name_ids if cid not in chosen]
+        if extra:
+            keep += extra
+            base += fused.scores[np.searchsorted(fused.ids, extra)].tolist()
+        return keep, base
 
     def _boosted_hit(self, q: _Query, cid: int, score: float, chunk,
                      have_labels: bool) -> Hit | None:
@@ -817,25 +930,29 @@ class Retriever:
         found.sort(key=lambda s: (s.start_line, s.part))
         return found
 
-    def _score_fusion(self, dense_of: dict[int, float], lex_of: dict[int, float],
-                      lex_rank: list[int]) -> dict[int, float]:
-        """Min-max normalised dense plus BM25/max, weighted, scaled to RRF units."""
-        fused: dict[int, float] = {}
-        if dense_of:
-            lo, hi = min(dense_of.values()), max(dense_of.values())
+    def _score_fusion(self, q: _Query, ids: np.ndarray, scores: np.ndarray) -> None:
+        """Min-max normalised dense plus BM25/max, weighted, scaled to RRF units, into
+        ``scores`` (float64 (m,), aligned with ``ids``, which holds every candidate)."""
+        if q.dense_ids.size:
+            lo, hi = float(q.dense_vals.min()), float(q.dense_vals.max())
             span = (hi - lo) or 1.0
-            for cid, s in dense_of.items():
-                fused[cid] = self.dense_weight * (s - lo) / span
-        if lex_rank:
-            top = max(lex_of[c] for c in lex_rank) or 1.0
-            for cid in lex_rank:
-                fused[cid] = fused.get(cid, 0.0) + self.lexical_weight * lex_of[cid] / top
-        return {cid: s * _UNIT for cid, s in fused.items()}
+            scores[np.searchsorted(ids, q.dense_ids)] = \
+                self.dense_weight * (q.dense_vals - lo) / span
+        if q.lex_ids.size:
+            top = float(q.lex_scores.max()) or 1.0
+            scores[np.searchsorted(ids, q.lex_ids)] += self.lexical_weight * q.lex_scores / top
+        scores *= _UNIT
 
     def _lexical(self, text: str, limit: int, cache: _TableCache,
                  mask: np.ndarray) -> list[tuple[int, float]]:
+        """``_lexical_scored`` as ``[(chunk id, BM25)]``, best first."""
+        ids, scores = self._lexical_scored(text, limit, cache, mask)
+        return list(zip(ids.tolist(), scores.tolist()))
+
+    def _lexical_scored(self, text: str, limit: int, cache: _TableCache,
+                        mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """BM25 hits for free text, best first (ties: lower id first), at most ``limit``,
-        restricted to rows the mask allows.
+        restricted to rows the mask allows: ``(chunk ids int64, scores float64)``.
 
         Scored in-process from FTS5's own postings (``varaverk.lexical.Bm25``: FTS5's numbers,
         without a ``MATCH`` per query); text only FTS5 can tokenize goes to
@@ -843,7 +960,7 @@ class Retriever:
         row (none in a healthy index) are kept and filtered later by their own kind/section.
         """
         if not text:
-            return []
+            return _EMPTY_IDS, _EMPTY_SCORES
         bm25 = self._bm25(cache)
         scored = None
         if bm25 is not None:
@@ -852,10 +969,12 @@ class Retriever:
             except Exception as exc:  # an unreadable posting costs the fast path, not the query
                 log.warning("in-process BM25 failed (%s); using FTS5", exc)
         if scored is None:
-            return self._lexical_fts(text, limit, cache, mask)
+            found = self._lexical_fts(text, limit, cache, mask)
+            return (np.array([c for c, _ in found], dtype=np.int64),
+                    np.array([b for _, b in found], dtype=np.float64))
         rows, scores = scored
         if not rows.size:
-            return []
+            return _EMPTY_IDS, _EMPTY_SCORES
         ids = cache.ids
         pos = np.minimum(np.searchsorted(ids, rows), max(ids.size - 1, 0))
         if ids.size:
@@ -867,7 +986,7 @@ class Retriever:
             keep = scores >= kth
             rows, scores = rows[keep], scores[keep]
         order = np.lexsort((rows, -scores))[:limit]
-        return list(zip(rows[order].tolist(), scores[order].tolist()))
+        return rows[order].astype(np.int64, copy=False), scores[order].astype(np.float64, copy=False)
 
     def _lexical_fts(self, text: str, limit: int, cache: _TableCache,
                      mask: np.ndarray) -> list[tuple[int, float]]:
@@ -899,8 +1018,21 @@ class Retriever:
             found = files[path] = self.index.chunks_for_path(path)
         return found
 
-    def _chunks(self, ids: list[int]) -> dict[int, Any]:
-        return {c.id: c for c in self.index.get_chunks(ids)} if ids else {}
+    def _chunks(self, ids: list[int], cache: _TableCache | None = None) -> dict[int, Any]:
+        """{id: stored chunk} of those ids that exist; chunks read once are kept with the
+        table of their index generation (up to ``CHUNK_CACHE``) and not read again."""
+        if not ids:
+            return {}
+        # A search passes its own table; small-to-big's reads use the latest one.
+        kept = (cache or self._cache or self._table()).chunks
+        found = {cid: kept[cid] for cid in ids if cid in kept}
+        missing = [cid for cid in ids if cid not in found]
+        if missing:
+            if len(kept) + len(missing) > CHUNK_CACHE:
+                kept.clear()
+            for c in self.index.get_chunks(missing):
+                found[c.id] = kept[c.id] = c
+        return found
 
     @staticmethod
     def _passes(chunk, kind: str | None, section: str | None,

@@ -181,3 +181,22 @@ def test_label_bm25_scores_heading_trail_title_and_file_name():
     rows, _ = labels.score("the Configuration of turn-howto")
     assert rows.tolist() == [0]
     assert labels.score("nothing matches here")[0].size == 0
+
+
+def test_file_gains_equal_the_per_file_sums_of_the_best_candidates():
+    from varaverk.search import file_gains
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        m = int(rng.integers(1, 40))
+        # Rounded scores so that ties occur, across and within files; -1: no file.
+        scores = np.round(rng.random(m), 1)
+        files = rng.integers(-1, 6, m)
+        gains = file_gains(scores, files, unit=0.5, top=3)
+        totals = {f: sum(sorted(scores[files == f], reverse=True)[:3]) for f in set(files.tolist())
+                  if f >= 0}
+        best = max(totals.values(), default=0.0)
+        if best <= 0:
+            assert gains is None
+            continue
+        expected = [0.5 * totals[f] / best if f >= 0 else 0.0 for f in files.tolist()]
+        assert gains.tolist() == expected
