@@ -9,7 +9,8 @@
     anything else       1, with one line on stderr naming the log file that holds the
                         traceback (written there even by a command that keeps no log otherwise)
 
-``SystemExit`` (argparse's usage errors, exit 2) passes through untouched.
+``SystemExit`` (argparse's usage errors, exit 2) passes through untouched. Warnings logged
+before ``main`` sets up logging (loading the settings) already read ``<program>: warning: ...``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ def run(program: str, main: Callable[[Sequence[str] | None], int],
         argv: Sequence[str] | None = None) -> int:
     """Run ``main(argv)`` for the command ``program`` (``ai-index``); returns the exit code."""
     from varaverk import logs
+    logs.early_stderr(program)
     try:
         code = main(argv)
         sys.stdout.flush()  # inside the try: a closed pipe surfaces here, not at exit

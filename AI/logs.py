@@ -50,6 +50,23 @@ class RedactSecrets(logging.Filter):
         return True
 
 
+def early_stderr(program: str) -> None:
+    """Warnings on stderr in ``program``'s format until ``setup_logging`` runs.
+
+    Loading the settings happens before logging can be set up (the log folder is a setting),
+    and what it warns about (an unknown key, a ``$VAR`` kept literally) must still read
+    ``ai-index: warning: ...``. ``setup_logging`` replaces this handler.
+    """
+    root = logging.getLogger("varaverk")
+    if any(getattr(h, _OURS, False) for h in root.handlers):
+        return
+    err = logging.StreamHandler(sys.stderr)
+    err.setLevel(logging.WARNING)
+    err.setFormatter(_StderrFormatter(program))
+    setattr(err, _OURS, True)
+    root.addHandler(err)
+
+
 def setup_logging(settings, program: str, verbose: bool = False, quiet: bool = False,
                   to_file: bool = True) -> logging.Logger:
     """Configure logging for one entry point and return its logger (``varaverk.<program>``).

@@ -76,3 +76,17 @@ def test_a_shell_variable_in_the_conf_is_warned(tmp_path, caplog):
                for m in messages), messages
     assert any(m.startswith(f"AI_LOG_DIR in {conf} holds ${{HOME}}") for m in messages)
     assert not any("AI_TOP_K" in m for m in messages)
+
+
+def test_settings_warnings_read_like_every_other_warning_of_the_command(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.support.environ import environ_without_ai
+    conf = _conf(tmp_path, f'AI_ENABLED=true\nAI_TOPK="3"\nAI_DATA_DIR="{tmp_path}/data"\n')
+    entry = Path(__file__).resolve().parents[2] / "AI" / "ai_index.py"
+    done = subprocess.run([sys.executable, str(entry), "--status", "--config", str(conf)],
+                          env=environ_without_ai(), capture_output=True, text=True, timeout=120)
+    assert f"ai-index: warning: AI_TOPK (in {conf}) is not a Varaverk setting and is ignored; " \
+           "did you mean AI_TOP_K?" in done.stderr.splitlines(), done.stderr
