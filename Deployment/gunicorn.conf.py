@@ -63,7 +63,7 @@ import sys
 
 from varaverk.config import ConfigError, load_settings
 from varaverk.exitcodes import CONFIG
-from varaverk_dock.security import check_bind, check_listeners
+from varaverk_dock.security import check_bind, check_listeners, dock_url
 
 _settings = load_settings()
 check_bind(_settings.ai_dock_bind, _settings.ai_dock_token)
@@ -96,13 +96,16 @@ def on_starting(server):
 
 def when_ready(server):
     """Listening, no worker yet: the sockets really held (systemd's, a re-exec's) must obey
-    the token rule, else stop before a request is served (exit 78)."""
+    the token rule, else stop before a request is served (exit 78); then say where to open."""
+    held = [lnr.getsockname() for lnr in server.LISTENERS]
     try:
-        check_listeners([lnr.getsockname() for lnr in server.LISTENERS],
-                        _settings.ai_dock_token)
+        check_listeners(held, _settings.ai_dock_token)
     except ConfigError as exc:
         server.log.error("ai-dock: configuration error: %s", exc)
         server.halt(str(exc), exit_status=CONFIG)
+    for address in held:  # what --bind and GUNICORN_CMD_ARGS settled on, not the conf
+        if isinstance(address, tuple):
+            server.log.info("ai-dock: open %s", dock_url(str(address[0]), address[1]))
 
 
 def post_fork(server, worker):

@@ -125,7 +125,7 @@ from pathlib import Path
 from varaverk import exitcodes
 from varaverk.config import ConfigError, add_config_option, load_settings
 from varaverk.logs import setup_logging
-from varaverk_dock.security import check_bind, parse_bind
+from varaverk_dock.security import check_bind, dock_url, parse_bind
 
 APP_SPEC = "varaverk_dock.app:create_app()"
 GUNICORN_CONF = Path(__file__).resolve().parent.parent / "Deployment" / "gunicorn.conf.py"
@@ -178,6 +178,16 @@ def main(argv: list[str] | None = None) -> int:
     return run("ai-dock", _main, argv)
 
 
+def _binds_itself(cmd_args: str) -> bool:
+    """Whether gunicorn's own arguments (``GUNICORN_CMD_ARGS``) override the address."""
+    import shlex
+    try:
+        words = shlex.split(cmd_args)
+    except ValueError:
+        words = cmd_args.split()
+    return any(w in ("-b", "--bind") or w.startswith(("--bind=", "-b")) for w in words)
+
+
 def _main(argv: list[str] | None) -> int:
     args = _parse_args(argv)
     settings = load_settings(args.config)
@@ -187,8 +197,7 @@ def _main(argv: list[str] | None) -> int:
     host, port = parse_bind(settings.ai_dock_bind)
     check_port_free(host, port)
     log = setup_logging(settings, "ai-dock", verbose=args.verbose, to_file=not args.check)
-    shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{port}/"
+    url = dock_url(host, port)
     if not settings.ai_enabled:
         log.warning("AI_ENABLED=false: the dock serves only the 'disabled' page")
     if args.check:
@@ -213,7 +222,10 @@ def _main(argv: list[str] | None) -> int:
     if args.config:
         os.environ["AI_CONFIG"] = str(Path(args.config).resolve())
     os.environ["AI_DOCK_BIND"] = settings.ai_dock_bind
-    log.info("starting gunicorn on %s", url)
+    if _binds_itself(os.environ.get("GUNICORN_CMD_ARGS", "")):
+        log.info("starting gunicorn; GUNICORN_CMD_ARGS sets the address it listens on")
+    else:
+        log.info("starting gunicorn on %s", url)
     command = gunicorn_command()
     try:
         os.execv(command[0], command)

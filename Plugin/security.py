@@ -48,6 +48,12 @@ def parse_bind(bind: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def dock_url(host: str, port: int) -> str:
+    """The address to open in a browser: ``http://127.0.0.1:8470/``, ``http://[::1]:8470/``."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
+
+
 def is_loopback_host(host: str) -> bool:
     """True for 127.0.0.0/8, ::1 and the usual loopback names (``localhost``)."""
     name = host.strip().strip("[]").lower()

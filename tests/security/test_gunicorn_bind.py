@@ -55,10 +55,10 @@ def test_loopback_override_still_serves(settings, tmp_path):
     port, other = free_port(), free_port()
     conf = write_conf(tmp_path / "master.conf",
                       settings.replace(ai_dock_bind=f"127.0.0.1:{other}", ai_dock_token=""))
+    err = open(tmp_path / "stderr", "w+")
     proc = subprocess.Popen([sys.executable, "-m", "varaverk_dock.ai_dock"], cwd=ROOT,
                             env=_env(conf, GUNICORN_CMD_ARGS=f"--bind 127.0.0.1:{port}"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     try:
         for _ in range(300):
             try:
@@ -69,9 +69,13 @@ def test_loopback_override_still_serves(settings, tmp_path):
                 import time
                 time.sleep(0.2)
         assert resp.status_code == 200
+        err.seek(0)
+        said = err.read()  # the address it really listens on, never the overridden one
+        assert f"ai-dock: open http://127.0.0.1:{port}/" in said and f":{other}" not in said
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=30)
+        err.close()
 
 
 def test_check_listeners_on_real_sockets():
