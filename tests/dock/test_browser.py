@@ -267,3 +267,26 @@ def test_browser_new_chat_switch_and_delete_during_a_stream_never_mix_conversati
     chats = _stored_chats(running_dock.settings)
     assert other not in chats
     assert not any("asked, then deleted" in msgs for msgs in chats.values())
+
+
+def test_browser_similar_lists_the_nearest_sections_of_other_files(page, running_dock, model):
+    from playwright.sync_api import expect
+
+    page.fill("#question", QUESTION)
+    page.click("#ask")
+    expect(page.locator(".msg.assistant .answer").last).not_to_have_class(
+        re.compile("streaming"), timeout=20_000)
+    source = page.locator(".msg.assistant .source").first
+    source.locator(".similar-btn").click()
+    items = source.locator(".similar-item")
+    expect(items.first).to_be_visible()
+    # The list is what /api/similar answers for that source, in its order, with its scores.
+    target = "Backup/rsync_mirror.sh#MIRROR_MAX_DELETE_PCT"
+    api = page.request.get(running_dock.url + "/api/similar",
+                           params={"k": "5", "target": target}).json()
+    assert api["results"], api
+    expect(items).to_have_count(len(api["results"]))
+    shown = [(items.nth(i).get_attribute("title"), items.nth(i).locator(".score").inner_text())
+             for i in range(len(api["results"]))]
+    assert shown == [(h["text"], f"{h['score']:.3f}") for h in api["results"]]
+    assert not any(h["path"] == "Backup/rsync_mirror.sh" for h in api["results"])
