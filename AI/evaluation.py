@@ -15,6 +15,9 @@ Metrics (``summarise``), per shape and overall, over answerable questions (non-e
 - ``mrr``: mean of 1/rank of the first hit (0 when none in the top 10);
 - ``context_hit``: share whose top chunks, concatenated best first and cut at 4,000 characters,
   hold *every* ``answer_contains`` string (case-insensitive);
+- ``prompt_hit``: the same test on the context a prompt would be handed from those results
+  (``Retriever.expand`` then ``prompts.format_context``, labels included, within 4,000
+  characters); None for setups that hand no prompt context (the naive baseline);
 - ``answered``: share the setup judged relevant enough to answer (its "not covered" rule
   did not fire; None for setups without one); ``refused`` = 1 − ``answered``;
 - for unanswerable questions (empty gold), ``not_covered``: share answered "not covered".
@@ -127,6 +130,15 @@ def context_hit(results: Sequence[tuple[str, str]], q: Question,
     return all(normalise_answer(a) in context for a in q.answer_contains)
 
 
+def context_holds(context: str, q: Question) -> bool:
+    """Whether a prompt's context holds every answer string (case-insensitive, white space
+    collapsed). False for a question without answer strings."""
+    if not q.answer_contains:
+        return False
+    text = normalise_answer(context)
+    return all(normalise_answer(a) in text for a in q.answer_contains)
+
+
 @dataclass
 class Outcome:
     """One question under one setup."""
@@ -138,14 +150,15 @@ class Outcome:
     context_hit: bool
     answered: bool | None  # None: the setup has no "not covered" rule
     query: str = ""
+    prompt_hit: bool | None = None  # None: the setup hands no prompt context
 
 
 def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
     """Metrics per shape and ``overall`` (answerable questions), plus ``unanswerable``.
 
     Returns:
-        {group: {"n", "recall@1", "recall@5", "recall@10", "mrr", "context_hit", "answered",
-        "refused"}} and {"unanswerable": {"n", "not_covered"}} when there are such questions.
+        {group: {"n", "recall@1", "recall@5", "recall@10", "mrr", "context_hit", "prompt_hit",
+        "answered", "refused"}} and {"unanswerable": {"n", "not_covered"}} when there are such questions.
         Values are floats in [0, 1] (``answered``/``refused``/``not_covered`` None when the
         setup has no rule); ``refused`` = answerable questions wrongly judged "not covered".
     """
@@ -171,13 +184,16 @@ def _group_metrics(items: Sequence[Outcome]) -> dict[str, Any]:
         row[f"recall@{k}"] = sum(1 for o in items if o.rank is not None and o.rank <= k) / n
     row["mrr"] = sum(1.0 / o.rank for o in items if o.rank is not None) / n
     row["context_hit"] = sum(1 for o in items if o.context_hit) / n
+    prompts = [o.prompt_hit for o in items if o.prompt_hit is not None]
+    row["prompt_hit"] = sum(prompts) / len(prompts) if prompts else None
     judged = [o.answered for o in items if o.answered is not None]
     row["answered"] = (sum(judged) / len(judged)) if judged else None
     row["refused"] = (1.0 - row["answered"]) if judged else None
     return row
 
 
-MACRO_METRICS = ("recall@1", "recall@5", "recall@10", "mrr", "context_hit", "refused")
+MACRO_METRICS = ("recall@1", "recall@5", "recall@10", "mrr", "context_hit", "prompt_hit",
+                 "refused")
 
 
 def macro_average(reports: Sequence[dict[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -205,12 +221,13 @@ def macro_average(reports: Sequence[dict[str, dict[str, Any]]]) -> dict[str, Any
 # Setups
 # ---------------------------------------------------------------------------------------------
 
-SearchFn = Callable[[str, int], tuple[list[tuple[str, str]], bool | None]]
+SearchFn = Callable[[str, int], tuple]
 
 
 @dataclass
 class Setup:
-    """A named retrieval setup: ``search(query, k) -> ([(path, text)], answered or None)``."""
+    """A named retrieval setup: ``search(query, k) -> ([(path, text)], answered or None)``,
+    or ``(..., answered, prompt context text)`` for a setup that packs a prompt's context."""
 
     name: str
     search: SearchFn
@@ -218,12 +235,16 @@ class Setup:
 
 def retriever_setup(name: str, retriever) -> Setup:
     """A setup over a ``varaverk.search.Retriever``; "not covered" via ``confident`` unless the
-    retriever is lexical-only (BM25 has no calibrated scale)."""
+    retriever is lexical-only (BM25 has no calibrated scale). Its third value is the context
+    a prompt would be handed from the hits (``expand`` then ``format_context``)."""
+    from varaverk.prompts import format_context
+
     def search(query: str, k: int):
         hits = retriever.search(query, k)
         results = [(h.chunk.path, h.chunk.text) for h in hits]
         answered = None if retriever.mode == "lexical" else retriever.confident(hits)
-        return results, answered
+        prompt, _ = format_context(retriever.expand(hits, CONTEXT_CHARS), CONTEXT_CHARS)
+        return results, answered, prompt
     return Setup(name, search)
 
 
@@ -324,16 +345,18 @@ def run_setup(setup: Setup, questions: Sequence[Question], queries: dict[str, st
         k: results retrieved per question (default 10, the largest of ``KS``).
 
     Returns one Outcome per question: the 1-based rank of the first hit (None when there is
-    none or the question is unanswerable), the context hit, and the setup's "answered" verdict.
+    none or the question is unanswerable), the context hit, the setup's "answered" verdict and
+    the prompt hit (None for a setup that packs no prompt context).
     """
     out = []
     for q in questions:
         query = queries.get(q.id, q.question)
-        results, answered = setup.search(query, k)
+        results, answered, *prompt = setup.search(query, k)
         out.append(Outcome(q.id, q.shape, q.answerable,
                            first_hit_rank(results, q) if q.answerable else None,
                            context_hit(results, q) if q.answerable else False,
-                           answered, query))
+                           answered, query,
+                           context_holds(prompt[0], q) if prompt and q.answerable else None))
     return out
 
 
@@ -359,7 +382,7 @@ def format_table(reports: dict[str, dict[str, dict[str, Any]]], title: str = "",
     """A markdown table: one row per setup × group (``overall`` only when ``shapes`` is
     False), metrics as columns; ``refused`` is answerable questions judged "not covered",
     ``not covered`` the share of unanswerable ones caught."""
-    cols = ["recall@1", "recall@5", "recall@10", "mrr", "context_hit", "refused"]
+    cols = ["recall@1", "recall@5", "recall@10", "mrr", "context_hit", "prompt_hit", "refused"]
     lines = [f"### {title}", ""] if title else []
     lines.append("| setup | group | n | " + " | ".join(cols) + " | not covered |")
     lines.append("|---" * (len(cols) + 4) + "|")
@@ -379,7 +402,7 @@ def _fmt(v) -> str:
 
 def _table_row(setup: str, group: str, report: dict[str, dict[str, Any]]) -> str:
     row = report[group]
-    cols = ["recall@1", "recall@5", "recall@10", "mrr", "context_hit", "refused"]
+    cols = ["recall@1", "recall@5", "recall@10", "mrr", "context_hit", "prompt_hit", "refused"]
     nc_s = ""
     if group == "overall" and "unanswerable" in report:
         un = report["unanswerable"]

@@ -55,8 +55,9 @@ How one query is scored (``Retriever.search``):
    hit's title. The caller then says "the documentation does not cover this" and lists the
    nearest sources, without calling a model.
 
-``Retriever.expand`` hands the model the other parts of a split chunk and the parent section of
-a tiny chunk, within a character budget (the prompt's small-to-big).
+``Retriever.expand`` packs a prompt's context from the hits within a character budget (labels
+counted): every hit's own chunk first, best first, then each grows with its merged window, the
+other parts of a split chunk or the parent section of a tiny chunk (the prompt's small-to-big).
 
 Errors: ``IndexMissing`` / ``IndexMismatch`` from ``varaverk.store`` propagate from the
 constructor; embedding errors (``varaverk.embedding.EmbeddingError``) propagate from ``search``.
@@ -1119,48 +1120,73 @@ class Retriever:
     def expand(self, hits: Sequence[Hit], budget_chars: int) -> list[list[Any]]:
         """Hand each hit with its neighbouring parts / parent section, within a budget.
 
-        For a hit that is one part of a split chunk (``part > 0``), the other parts of the same
-        chunk are added in line order; for a tiny chunk (under ``TINY_CHARS``, or a result
-        ``search`` already grew from one: ``Hit.grown``), the other chunks of the same file
-        and section (its parent section) are added. Additions happen
-        only while the total stays within ``budget_chars``, best hit first; a chunk is never
-        given twice, nor one whose lines a hit already holds (a merged split section).
+        The budget is split in two passes, so that a long result near the top cannot crowd
+        out the match of a later one:
+
+        1. every hit's *seed* (the stored chunk that ranked, not the window ``search`` merged
+           around it) is given, best hit first, while it fits (the first always is);
+        2. then, best hit first, each given hit grows while the total fits: first with the
+           rest of its merged window (nearest the seed first), then, for a part of a split
+           chunk (``part > 0``) or a tiny chunk (under ``TINY_CHARS``, or ``Hit.grown``), with
+           the other parts of that chunk or the rest of its parent section.
+
+        A chunk is never given twice.
+
+        Args:
+            hits: ranked hits (``search`` output), best first.
+            budget_chars: the most characters of context to hand over, counted as
+                ``varaverk.prompts.format_context`` lays the groups out (citation labels and
+                blank lines included), so a context made of them is never cut.
 
         Returns:
-            One list of chunks per hit (the hit's own chunk included, in line order); a hit
-            whose own chunk no longer fits the budget gets an empty list.
+            One list of chunks per hit (its seed included, in line order); a hit whose seed
+            did not fit, or that an earlier hit already holds, gets an empty list.
         """
+        plans = [self._expansion(h) for h in hits]
+        groups: list[list[Any]] = [[] for _ in hits]
         seen: set[int] = set()
         used = 0
-        groups: list[list[Any]] = []
-        # Line ranges the hits already hold (a merged split section spans several parts).
-        held = [(h.chunk.path, h.chunk.start_line, h.chunk.end_line) for h in hits]
-
-        def inside(n) -> bool:
-            return any(p == n.path and s <= n.start_line and n.end_line <= e for p, s, e in held)
-
-        for hit in hits:
-            c = hit.chunk
-            if c.id in seen:
-                groups.append([])
+        for group, (seed, win, _) in zip(groups, plans):
+            if seed.id in seen or (used + _cost(seed, group) > budget_chars and used):
                 continue
-            own = len(c.text)
-            if used + own > budget_chars and groups:
-                groups.append([])
+            window = [seed] + [n for n in win if n.id not in seen]
+            size = _cost_of(window)
+            if used + size > budget_chars:
+                window, size = [seed], _cost(seed, [])
+            seen.update(n.id for n in window)
+            used += size
+            group.extend(window)
+        for group, (_, win, extra) in zip(groups, plans):
+            if not group:
                 continue
-            seen.add(c.id)
-            used += own
-            group = [c]
-            if c.part > 0 or hit.grown or len(c.text) < TINY_CHARS:
-                for n in self._neighbours(c):
-                    if n.id in seen or inside(n) or used + len(n.text) > budget_chars:
-                        continue
+            for n in win + extra:
+                if n.id not in seen and used + _cost(n, group) <= budget_chars:
                     seen.add(n.id)
-                    used += len(n.text)
+                    used += _cost(n, group)
                     group.append(n)
             group.sort(key=lambda x: (x.start_line, x.part))
-            groups.append(group)
         return groups
+
+    def _expansion(self, hit: Hit) -> tuple[Any, list[Any], list[Any]]:
+        """(seed, window, extra) for ``expand``: the stored chunk that ranked; the other
+        chunks of the window ``search`` merged around it, nearest the seed first; and its
+        ``_neighbours`` outside that window when it is a part or tiny. A hit that was not
+        merged is its own seed with an empty window."""
+        c = hit.chunk
+        stored = {n.id: n for n in self._file_chunks(c.path)}
+        seed = stored.get(c.id)
+        window: list[Any] = []
+        if seed is None or (seed.start_line, seed.end_line) == (c.start_line, c.end_line):
+            seed = c
+        else:
+            window = sorted((n for n in stored.values() if n.id != seed.id
+                             and c.start_line <= n.start_line and n.end_line <= c.end_line),
+                            key=lambda n: abs(n.start_line - seed.start_line))
+        extra: list[Any] = []
+        if seed.part > 0 or hit.grown or len(seed.text) < TINY_CHARS:
+            taken = {n.id for n in window}
+            extra = [n for n in self._neighbours(seed) if n.id not in taken]
+        return seed, window, extra
 
     def _neighbours(self, chunk) -> list[Any]:
         """Chunks of the same file that belong with ``chunk``: the other parts of a split
@@ -1184,6 +1210,20 @@ TINY_CHARS = 200
 # the nearest chunks of its parent section up to this size: small-to-big for the result list,
 # which is what the model is handed, as ``expand`` does for a prompt.
 TINY_MERGE_CHARS = 1000
+
+
+def _cost(chunk, group: Sequence[Any]) -> int:
+    """Characters ``chunk`` adds to a prompt's context when joined to ``group``: its text and
+    line break, its citation label unless the group already carries it, and the blank line
+    between groups when it opens one (``varaverk.prompts.format_context``'s layout)."""
+    labelled = any(g.citation == chunk.citation for g in group)
+    return len(chunk.text) + 1 + (0 if labelled else len(chunk.citation) + 3) + \
+        (0 if group else 2)
+
+
+def _cost_of(chunks: Sequence[Any]) -> int:
+    """``_cost`` of a group made of ``chunks`` in that order."""
+    return sum(_cost(c, chunks[:i]) for i, c in enumerate(chunks))
 
 
 def _tiny(chunk) -> bool:

@@ -7,7 +7,8 @@
 #   guessed. This tool runs question files in the shared eval format against their
 #   repositories (several corpora in one run) and prints, per corpus and then as the macro
 #   average over corpora, recall@1/@5/@10, MRR over the first hit, the context hit (every
-#   answer string inside the top 4,000 characters, the headline figure), the share of
+#   answer string inside the top 4,000 characters, the headline figure), the prompt hit (the
+#   same inside the 4,000-character context a prompt would be packed with), the share of
 #   answerable questions wrongly judged "not covered" and the share of unanswerable ones
 #   caught. It compares setups side by side in one run: the naive fixed-window baseline,
 #   dense only, lexical only and ours. Its figures are the ones quoted in release notes.

@@ -53,7 +53,7 @@ def test_summarise_values():
     assert m["unanswerable"] == {"n": 2, "not_covered": 0.5}
     table = format_table({"ours": m})
     assert m["overall"]["refused"] == pytest.approx(0.25)
-    assert "| ours | overall | 4 | 0.250 | 0.750 | 0.750 | 0.438 | 0.500 | 0.250 | 0.500 of 2 |" in table
+    assert "| ours | overall | 4 | 0.250 | 0.750 | 0.750 | 0.438 | 0.500 | – | 0.250 | 0.500 of 2 |" in table
 
 
 def test_answer_strings_match_with_white_space_collapsed():
@@ -95,6 +95,23 @@ def test_run_setup_on_a_fixed_ranking(tmp_path):
     assert [o.rank for o in out] == [2, None]
     assert [o.answered for o in out] == [True, False]
     assert summarise(out)["unanswerable"]["not_covered"] == 1.0
+    assert [o.prompt_hit for o in out] == [None, None]  # no prompt context: no prompt hit
+    assert summarise(out)["overall"]["prompt_hit"] is None
+
+
+def test_prompt_hit_judges_the_context_a_setup_packs(tmp_path):
+    path = tmp_path / "qa.jsonl"
+    rows = [{"id": i, "question": i, "shape": "design", "gold": [{"path": "a.md"}],
+             "answer_contains": ["alpha", "beta"]} for i in ("A", "B")]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    packed = {"A": "[a.md] Alpha and\nBETA", "B": "[a.md] alpha only"}
+    setup = Setup("packed", lambda query, k: ([("a.md", "alpha beta")], True, packed[query]))
+    out = run_setup(setup, load_questions(path), {})
+    # The results hold both strings; only A's packed context does.
+    assert [o.context_hit for o in out] == [True, True]
+    assert [o.prompt_hit for o in out] == [True, False]
+    assert summarise(out)["overall"]["prompt_hit"] == pytest.approx(0.5)
+    assert "prompt_hit" in format_table({"packed": summarise(out)})
 
 
 def test_bad_question_file_names_the_line(tmp_path):
@@ -195,7 +212,7 @@ def test_ai_eval_runs_several_corpora_and_reuses_vectors(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "### mover.jsonl on mover" in out and "### docs.jsonl on docs" in out
     assert "### macro average over 2 corpora" in out
-    assert "| ours | overall | 2 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 | 0.000 |" in out
+    assert "| ours | overall | 2 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 | 0.000 |" in out
     assert (tmp_path / "eval" / "mover" / "index.sqlite").is_file()
     assert (tmp_path / "eval" / "docs" / "index.sqlite").is_file()
     assert (tmp_path / "eval" / "vectors.sqlite").is_file()

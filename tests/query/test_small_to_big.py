@@ -125,3 +125,38 @@ def test_parts_of_one_section_never_repeat_each_others_lines(tmp_path, model_ser
         assert len(held) == 1, f"part {p.part} is in {len(held)} results"
     spans = sorted((h.chunk.start_line, h.chunk.end_line) for h in hits)
     assert all(a[1] < b[0] for a, b in zip(spans, spans[1:]))
+
+
+def _guide(tmp_path, model_server, files):
+    repo = make_repo(tmp_path / "repo", files)
+    settings = query_settings(repo, tmp_path / "data", model_server, ai_embed_backend="ollama",
+                              ai_embed_model="m")
+    from varaverk.indexer import refresh
+    refresh(settings, progress=False)
+    return Retriever(settings, reranker=False)
+
+
+def test_a_long_first_result_does_not_crowd_out_the_next_match(tmp_path, model_server,
+                                                                monkeypatch):
+    from varaverk.prompts import format_context
+    retriever = _guide(tmp_path, model_server, {
+        "docs/guide.md": LONG,
+        "docs/short.md": "# Pump\n\n## Valve\n\nThe valve w0x1 opens at 3 bar.\n"})
+    parts = [c for c in retriever.index.chunks_for_path("docs/guide.md") if c.part > 0]
+    monkeypatch.setattr(search, "MERGE_CHARS", max(len(c.text) for c in parts) * 2 + 10)
+    hits = retriever.search("w0x1 w0x2 w0x3 paragraph", 10)
+    first, valve = hits[0], next(h for h in hits if h.chunk.path == "docs/short.md")
+    assert first.chunk.path == "docs/guide.md" and first.chunk.id in {c.id for c in parts}
+    assert len(first.chunk.text) > max(len(c.text) for c in parts)  # a merged window
+    # The window whole fills the budget: handing it first used to leave the valve out.
+    budget = len(first.chunk.text) - 50
+    groups = retriever.expand(hits, budget)
+    given = {c.id for g in groups for c in g}
+    assert valve.chunk.id in given
+    seed = next(c for c in retriever.index.chunks_for_path("docs/guide.md")
+                if c.id == first.chunk.id)
+    assert seed.id in given
+    # What expand gives fits the prompt's layout, labels included: nothing is cut.
+    text, used = format_context(groups, budget)
+    assert "[…]" not in text and {c.id for c in used} == given
+    assert "3 bar" in text
