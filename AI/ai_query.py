@@ -73,6 +73,8 @@
 #     Chunks retrieved when -k is not given (default 5).
 #   AI_MIN_SCORE
 #     The relevance threshold; 0 uses the calibrated default of the search module.
+#   AI_MIN_MARGIN
+#     "Not covered" relative to the index (best match over the 50th best); 0: the default.
 #
 # RUNTIME MODES
 #   ai-query "question"

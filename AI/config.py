@@ -101,6 +101,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "ai_http_timeout": (0.1, 86400),
     "ai_top_k": (1, 1000),
     "ai_min_score": (0, 1),
+    "ai_min_margin": (0, 1),
     "ai_index_lock_timeout": (0, 86400),
     "ai_token_retain_rows": (1, 100_000_000),
     "ai_dock_workers": (1, 256),
@@ -156,6 +157,7 @@ class Settings:
     ai_rerank_top_n: int = 20
     ai_rerank_api_key: str = field(default="", repr=False)
     ai_min_score: float = 0.0  # 0: use the calibrated default of the search module
+    ai_min_margin: float = 0.0  # 0: use the calibrated default of the coverage module
     ai_index_lock_timeout: float = 60.0
     ai_index_on_pull: bool = False
     ai_host_name: str = field(default_factory=lambda: os.uname().nodename.split(".")[0])

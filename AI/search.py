@@ -73,6 +73,8 @@ from typing import Any, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
+from varaverk import coverage as _coverage
+from varaverk.coverage import Coverage
 from varaverk.lexical import Bm25, LabelBm25
 from varaverk.routing import route
 from varaverk.store import STOPWORDS, fts_terms
@@ -128,6 +130,9 @@ class Hit:
         grown: True when the ranked chunk was tiny and ``chunk`` is it joined with the nearest
             chunks of its parent section (``TINY_MERGE_CHARS``); ``Retriever.expand`` may add
             the rest of that section.
+        coverage: the query's coverage signals (``varaverk.coverage.Coverage``: dense margin
+            over the pool edge, words the index never holds); the same on every hit of one
+            search; None when not measured (lexical-only mode).
     """
 
     chunk: Any
@@ -140,6 +145,7 @@ class Hit:
     unknown: tuple[str, ...] = ()
     alias: bool = False
     grown: bool = False
+    coverage: Coverage | None = None
 
     def as_dict(self) -> dict:
         """The stable JSON shape of a result (ai-query --json ``results`` items)."""
@@ -499,6 +505,7 @@ class _TableCache:
     # (boosted section, routing kinds) -> bool (n,): the rows section routing boosts
     routed: dict[tuple, np.ndarray] = field(default_factory=dict)
     chunks: dict[int, Any] = field(default_factory=dict)   # id -> stored chunk, read before
+    vocabulary: frozenset[str] | None = None    # every FTS5 token (coverage), lazily
 
 
 class Retriever:
@@ -518,10 +525,14 @@ class Retriever:
             from settings (``AI_RERANK_URL``; none when empty, the default); False: none.
         min_score: relevance threshold on the best cosine similarity; None reads
             ``settings.ai_min_score`` (0 there means ``DEFAULT_MIN_SCORE``).
+        min_margin: the coverage rule's threshold on the dense margin over the pool edge, less
+            the absent-words cost (``varaverk.coverage``), in cosine units; None reads
+            ``settings.ai_min_margin`` (0 there means ``coverage.MIN_MARGIN``).
     """
 
     def __init__(self, settings, index=None, embedder=None, *, fusion: str = FUSION,
                  mode: str = "hybrid", routing: bool = True, min_score: float | None = None,
+                 min_margin: float | None = None,
                  dense_weight: float = DENSE_WEIGHT, lexical_weight: float = LEXICAL_WEIGHT,
                  section_boost: float = SECTION_BOOST, label_weight: float = LABEL_WEIGHT,
                  file_weight: float = FILE_WEIGHT,
@@ -551,6 +562,9 @@ class Retriever:
         configured = getattr(settings, "ai_min_score", 0.0) or 0.0
         self.min_score = float(min_score if min_score is not None
                                else (configured if configured > 0 else DEFAULT_MIN_SCORE))
+        configured = getattr(settings, "ai_min_margin", 0.0) or 0.0
+        self.min_margin = float(min_margin if min_margin is not None
+                                else (configured if configured > 0 else _coverage.MIN_MARGIN))
         self._cache: _TableCache | None = None
         self._bm25_lock = threading.Lock()
         if reranker is None and mode == "hybrid":
@@ -649,10 +663,53 @@ class Retriever:
             q.lex_rank = q.lex_ids.tolist()
             q.lex_of = dict(zip(q.lex_rank, q.lex_scores.tolist()))
         if self.mode == "dense":
-            return self._single(q, [(cid, q.dense_of[cid]) for cid in q.dense_rank[:q.k]])
-        if self.mode == "lexical":
+            hits = self._single(q, [(cid, q.dense_of[cid]) for cid in q.dense_rank[:q.k]])
+        elif self.mode == "lexical":
             return self._single(q, [(cid, q.lex_of[cid]) for cid in q.lex_rank[:q.k]])
-        return self._hybrid(q)
+        else:
+            hits = self._hybrid(q)
+        measured = self._coverage(q) if hits else None
+        for h in hits:
+            h.coverage = measured
+        return hits
+
+    def _coverage(self, q: _Query) -> Coverage:
+        """The coverage signals of a searched query (``varaverk.coverage``): the best cosine
+        over the ``REF_RANK``-th among the rows the filters allow, and the query's words the
+        index never holds."""
+        ranked = q.dense_vals[:_coverage.REF_RANK]
+        if len(ranked) < _coverage.REF_RANK and q.scores is not None:
+            # dense mode ranks only k; hybrid pools at least REF_RANK whenever the rows allow
+            ranked = q.scores[top_k(q.scores, _coverage.REF_RANK, q.mask)]
+        words = fts_terms(lexical_text(q.text))
+        looked, absent = _coverage.absent_words(words, self._vocabulary(q.cache),
+                                                lambda toks: self._phrase_exists(q.cache, toks))
+        return Coverage(_coverage.pool_margin(ranked), looked, absent)
+
+    def _vocabulary(self, cache: _TableCache) -> frozenset[str]:
+        """Every token of this index generation's FTS5 index, read once (empty when FTS5
+        cannot list it: then no word counts as absent)."""
+        if cache.vocabulary is None:
+            with self._bm25_lock:
+                if cache.vocabulary is None:
+                    try:
+                        cache.vocabulary = self.index.fts_vocabulary()
+                    except Exception as exc:  # e.g. an SQLite without fts5vocab
+                        log.warning("index vocabulary unavailable (%s); coverage uses the "
+                                    "dense margin alone", exc)
+                        cache.vocabulary = frozenset()
+        return cache.vocabulary
+
+    def _phrase_exists(self, cache: _TableCache, toks: list[str]) -> bool:
+        """Whether any chunk holds the tokens as a phrase (the lexical scorer has usually
+        cached its rows already); True when that cannot be read."""
+        bm25 = self._bm25(cache)
+        try:
+            if bm25 is not None:
+                return bool(bm25.phrase_rows(toks)[0].size)
+            return bool(self.index.fts_search("-".join(toks), 1))  # quoted: one phrase
+        except Exception:  # a lookup failure must not make the answer "not covered"
+            return True
 
     def _dense(self, q: _Query) -> None:
         """Dense candidates of a query (the pool in hybrid mode, k in dense mode) into ``q``."""
@@ -1093,13 +1150,18 @@ class Retriever:
     # -- relevance ------------------------------------------------------------------------
 
     def confident(self, hits: Sequence[Hit]) -> bool:
-        """Whether the hits are relevant enough to answer from.
+        """Whether the hits are relevant enough to answer from (the one entry point of the
+        "not covered" decision; no model is called).
 
+        In order: False for no hits; True when a name written in the query is a hit's title;
         False when the query names something the index never mentions (``Hit.unknown``:
-        "Minecraft", "Kubernetes", "two-factor", "S3"), else True when the query's best cosine
-        similarity (``Hit.best_dense``, else the hits' own) reaches ``min_score``, or a name written in the
-        query is a hit's title or a hit's note alias. False for no hits. Below it, callers answer ``NOT_COVERED``
-        with the hits listed as the nearest sources, and call no model.
+        "Minecraft", "Kubernetes"); True when the query names a hit's note alias; False when
+        the best cosine similarity (``Hit.best_dense``, else the hits' own) is below
+        ``min_score``; else the coverage rule (``Hit.coverage``, ``varaverk.coverage``): False
+        when the best cosine stands out from the pool edge by less than ``min_margin`` after
+        the cost of the query's words the index never holds. Lexical-only mode: any BM25 hit
+        counts. Below it, callers answer ``NOT_COVERED`` with the hits listed as the nearest
+        sources, and call no model.
         """
         if not hits:
             return False
@@ -1113,7 +1175,10 @@ class Retriever:
                     if h.dense is not None or h.best_dense is not None), default=None)
         if best is None:  # lexical-only mode: any BM25 hit counts
             return any(h.lexical is not None for h in hits)
-        return best >= self.min_score
+        if best < self.min_score:
+            return False
+        measured = next((h.coverage for h in hits if h.coverage is not None), None)
+        return measured is None or measured.covered(self.min_margin)
 
     # -- small-to-big ---------------------------------------------------------------------
 

@@ -548,6 +548,16 @@ class Index:
             rows = self._conn.execute("SELECT id, sz FROM chunks_fts_docsize ORDER BY id").fetchall()
         return [r[0] for r in rows], [_varint_sum(r[1]) for r in rows]
 
+    def fts_vocabulary(self) -> frozenset[str]:
+        """Every token the full-text index holds (lower case, as its tokenizer made them), read
+        once from an ``fts5vocab`` row table in the connection's temp schema (so a read-only
+        index works too). One string per distinct token: a few MB at 100k chunks."""
+        with self._lock:
+            self._conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_row "
+                               "USING fts5vocab(main, chunks_fts, row)")
+            return frozenset(r[0] for r in self._conn.execute(
+                "SELECT term FROM temp.chunks_fts_row"))
+
     def fts_postings(self, token: str, positions: bool = False) -> tuple["np.ndarray", ...]:
         """Every occurrence of one indexed token, in chunk id order.
 

@@ -63,6 +63,8 @@
 #     How many chunks are retrieved per question when the request does not say.
 #   AI_MIN_SCORE
 #     The relevance threshold (best cosine similarity); 0 uses the calibrated default.
+#   AI_MIN_MARGIN
+#     The coverage rule's margin over the 50th best match; 0 uses the calibrated default.
 #   AI_HOST_NAME
 #     The host name written into ledger rows when the caller gives none.
 #

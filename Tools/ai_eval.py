@@ -62,6 +62,8 @@
 #     Parent of the default evaluation data folders.
 #   AI_MIN_SCORE
 #     The relevance threshold under test (0: the calibrated default).
+#   AI_MIN_MARGIN
+#     The coverage rule's margin under test (0: the calibrated default).
 #
 # RUNTIME MODES
 #   ai-eval QA.jsonl=REPO [QA.jsonl=REPO ...]

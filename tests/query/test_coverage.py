@@ -1,0 +1,198 @@
+""""Not covered" relative to the index (varaverk.coverage): the maths on known values, the
+index's vocabulary on real SQLite, and the decision on constructed documentation indexed with
+the real offline embedder beside the harborlab fixture."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from tests.query.conftest import query_settings
+from tests.support.repos import git
+from varaverk.chunking import Chunk
+from varaverk.coverage import (ABSENT_COST, MIN_MARGIN, REF_RANK, Coverage, absent_words,
+                               inflections, pool_margin)
+from varaverk.store import FileRow, Index, IndexChanges
+
+# A photo service's manual, added to the harborlab repository: the index then holds ~1,100
+# chunks, enough for a pool edge, and questions about the photo service have one right page.
+PHOTOS_MANUAL = """# Photo library
+
+## Storage
+Originals are kept under /srv/photos/originals on the data pool. Set PHOTOS_ROOT to move
+the whole library to another disk; the service must be stopped while the folder is moved.
+
+## Thumbnails
+Thumbnails and previews are rendered at import time into /srv/photos/cache. Deleting the
+cache is safe: it is rebuilt on the next import run, which takes about an hour per 50,000
+pictures.
+
+## Faces
+Face detection groups people after each import. A person's name given once is applied to
+every matching face; wrong matches are split off from the People page.
+
+## Sharing links
+An album can be shared with a link that expires after PHOTOS_LINK_DAYS days (default 14).
+Links never show the location data of a picture.
+"""
+
+
+def _labelled(idx_path, texts: list[tuple[str, str]]) -> Index:
+    """A real index of ``(title, text)`` chunks with random unit vectors (lexical tests)."""
+    rng = np.random.default_rng(0)
+    changes = IndexChanges(embedder=("test", "m", 4))
+    for i, (title, text) in enumerate(texts):
+        v = rng.standard_normal(4).astype(np.float32)
+        changes.new_chunks.append((Chunk(path="Docs/Manual-X.md", kind="manual", section="S",
+                                         title=title, start_line=i + 1, end_line=i + 1,
+                                         text=text, context=f"Docs/Manual-X.md › {title}"),
+                                   v / np.linalg.norm(v)))
+    changes.file_rows.append(FileRow(path="Docs/Manual-X.md", kind="manual", size=1,
+                                     mtime_ns=1, sha256="0", status="indexed"))
+    with Index.open(idx_path) as w:
+        w.write(changes)
+    return Index.open(idx_path, readonly=True)
+
+
+# -- the maths -----------------------------------------------------------------------------
+
+def test_pool_margin_is_best_over_the_reference_rank():
+    ranked = [0.8] + [0.5] * (REF_RANK - 2) + [0.3, 0.1]
+    assert pool_margin(ranked) == pytest.approx(0.5)
+    assert pool_margin(ranked[:REF_RANK - 1]) is None  # no pool edge: no margin
+    assert pool_margin([0.9, 0.7, 0.2], rank=2) == pytest.approx(0.2)
+
+
+def test_rule_charges_absent_words_and_abstains_without_a_margin():
+    full = Coverage(margin=MIN_MARGIN + 0.05, words=4)
+    assert full.covered()
+    # Half the words absent costs ABSENT_COST / 2 of margin.
+    half = Coverage(margin=MIN_MARGIN + 0.05, words=4, absent=("a", "b"))
+    assert half.absent_share == 0.5
+    assert half.effective_margin() == pytest.approx(MIN_MARGIN + 0.05 - ABSENT_COST / 2)
+    assert half.covered() is (0.05 >= ABSENT_COST / 2)
+    assert not Coverage(margin=MIN_MARGIN - 0.01, words=4).covered()
+    assert Coverage(margin=None, words=4, absent=("a", "b", "c", "d")).covered()
+    assert Coverage(margin=0.2, words=0).absent_share == 0.0
+
+
+def test_inflections_cover_regular_forms_both_ways():
+    assert {"switch", "switches", "switched"} <= inflections("switched")
+    assert "pixelated" in inflections("pixelate")
+    assert "reply" in inflections("replies")
+    assert "stop" in inflections("stopped")
+    assert "upload" in inflections("uploads")
+
+
+# -- absent words on a real index ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_index(tmp_path_factory):
+    index = _labelled(tmp_path_factory.mktemp("coverage") / "index.sqlite", [
+        ("Faces", "Faces can be pixelated in exports; two people share one factor of trust."),
+        ("Sync", "The mover switches off while rsync runs."),
+    ])
+    yield index
+    index.close()
+
+
+def test_vocabulary_lists_every_token(small_index):
+    vocab = small_index.fts_vocabulary()
+    assert {"pixelated", "mover", "switches", "rsync", "faces", "sync"} <= vocab
+    assert "minecraft" not in vocab
+
+
+def test_absent_words_tolerate_inflections_and_need_whole_phrases(small_index):
+    from varaverk.lexical import Bm25
+    bm25 = Bm25(small_index)
+    vocab = small_index.fts_vocabulary()
+    looked, absent = absent_words(
+        ["pixelate", "switched", "two-factor", "mover", "Minecraft", "café"], vocab,
+        lambda toks: bool(bm25.phrase_rows(toks)[0].size))
+    # "café" is not looked up (non-ASCII); "two" and "factor" occur, never as the phrase.
+    assert looked == 5
+    assert absent == ("two-factor", "Minecraft")
+
+
+# -- the decision on constructed documentation ------------------------------------------------
+
+@pytest.fixture(scope="module")
+def photos_retriever(harborlab_pristine, harborlab_index, tmp_path_factory):
+    """harborlab plus the photo manual, indexed incrementally from the session's index."""
+    from varaverk.indexer import refresh
+    from varaverk.search import Retriever
+    root = tmp_path_factory.mktemp("photos")
+    repo, data = root / "harborlab", root / "data"
+    shutil.copytree(harborlab_pristine, repo, symlinks=True)
+    shutil.copytree(harborlab_index, data)
+    (repo / "Docs").mkdir(exist_ok=True)
+    (repo / "Docs" / "Manual-Photos.md").write_text(PHOTOS_MANUAL)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "photo manual")
+    settings = query_settings(repo, data)
+    refresh(settings, progress=False)
+    return Retriever(settings)
+
+
+def _decided_by_coverage(retriever, hits) -> Coverage:
+    """The hits' coverage, after checking that no earlier rule decided (no title match, no
+    unknown name, best cosine above the absolute floor)."""
+    assert hits and not any(h.exact or h.unknown or h.alias for h in hits)
+    assert hits[0].best_dense >= retriever.min_score
+    assert hits[0].coverage is not None and hits[0].coverage.margin is not None
+    return hits[0].coverage
+
+
+@pytest.mark.parametrize("question,title", [
+    # no word of the manual's heading or key: "pictures", "drive" for originals, PHOTOS_ROOT
+    ("If I put the pictures on a different drive, what do I have to change?", "Storage"),
+    # "throw" occurs nowhere in the index: one absent word costs little
+    ("Is it safe to throw away the preview cache?", "Thumbnails"),
+])
+def test_paraphrased_question_about_the_manual_is_answered(photos_retriever, question, title):
+    hits = photos_retriever.search(question, 5)
+    assert (hits[0].chunk.path, hits[0].chunk.title) == ("Docs/Manual-Photos.md", title)
+    measured = _decided_by_coverage(photos_retriever, hits)
+    assert photos_retriever.confident(hits)
+    assert measured.effective_margin() >= photos_retriever.min_margin + 0.04
+
+
+def test_question_about_something_the_docs_never_mention_is_not_covered(photos_retriever):
+    # Backups are documented at length, tapes nowhere: many backup chunks are a little alike
+    # (best cosine above the absolute floor), none stands out, and the tape words are absent.
+    question = "Can the backups be written to tape cartridges in a robotic changer?"
+    hits = photos_retriever.search(question, 5)
+    assert hits  # the nearest sources are still listed
+    measured = _decided_by_coverage(photos_retriever, hits)
+    assert hits[0].best_dense >= photos_retriever.min_score + 0.03
+    assert not photos_retriever.confident(hits)
+    assert measured.effective_margin() < photos_retriever.min_margin - 0.04
+    assert {"tape", "cartridges"} <= set(measured.absent)
+
+
+def test_small_index_has_no_pool_edge_and_keeps_the_absolute_floor(small_index):
+    from varaverk.config import Settings
+    from varaverk.search import Retriever
+
+    class Fixed:
+        backend, model, dimension = "test", "m", 4
+
+        def embed_query(self, text):
+            return np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+
+    retriever = Retriever(Settings(), small_index, Fixed(), min_score=-1.0, reranker=False)
+    hits = retriever.search("does the mover switch off during rsync", 2)
+    assert hits[0].coverage.margin is None
+    assert retriever.confident(hits)
+    assert Retriever(Settings(), small_index, Fixed(), min_score=1.0,
+                     reranker=False).confident(hits) is False
+
+
+def test_min_margin_comes_from_settings(small_index):
+    from varaverk.config import Settings
+    from varaverk.search import Retriever
+    assert Retriever(Settings(), small_index, mode="lexical").min_margin == MIN_MARGIN
+    assert Retriever(Settings(ai_min_margin=0.2), small_index,
+                     mode="lexical").min_margin == 0.2
