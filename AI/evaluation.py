@@ -151,6 +151,8 @@ class Outcome:
     answered: bool | None  # None: the setup has no "not covered" rule
     query: str = ""
     prompt_hit: bool | None = None  # None: the setup hands no prompt context
+    # What the "not covered" rule saw (``coverage_signals``); None for setups without one.
+    signals: dict[str, Any] | None = None
 
 
 def summarise(outcomes: Sequence[Outcome]) -> dict[str, dict[str, Any]]:
@@ -227,7 +229,8 @@ SearchFn = Callable[[str, int], tuple]
 @dataclass
 class Setup:
     """A named retrieval setup: ``search(query, k) -> ([(path, text)], answered or None)``,
-    or ``(..., answered, prompt context text)`` for a setup that packs a prompt's context."""
+    or ``(..., answered, prompt context text)`` for a setup that packs a prompt's context,
+    then optionally the "not covered" rule's signals (a dict, ``coverage_signals``)."""
 
     name: str
     search: SearchFn
@@ -236,7 +239,8 @@ class Setup:
 def retriever_setup(name: str, retriever) -> Setup:
     """A setup over a ``varaverk.search.Retriever``; "not covered" via ``confident`` unless the
     retriever is lexical-only (BM25 has no calibrated scale). Its third value is the context
-    a prompt would be handed from the hits (``expand`` then ``format_context``)."""
+    a prompt would be handed from the hits (``expand`` then ``format_context``), its fourth
+    the rule's signals (``coverage_signals``; None when lexical-only)."""
     from varaverk.prompts import format_context
 
     def search(query: str, k: int):
@@ -244,8 +248,27 @@ def retriever_setup(name: str, retriever) -> Setup:
         results = [(h.chunk.path, h.chunk.text) for h in hits]
         answered = None if retriever.mode == "lexical" else retriever.confident(hits)
         prompt, _ = format_context(retriever.expand(hits, CONTEXT_CHARS), CONTEXT_CHARS)
-        return results, answered, prompt
+        signals = None if retriever.mode == "lexical" else coverage_signals(hits)
+        return results, answered, prompt, signals
     return Setup(name, search)
+
+
+def coverage_signals(hits) -> dict[str, Any] | None:
+    """What ``Retriever.confident`` judged, for calibrating it: {"best": best cosine,
+    "margin": best over the pool edge, "effective": margin less the absent-words cost (cosine
+    units; None without a pool edge), "absent": words the index never holds, "words": content
+    words looked up, "unknown": names no chunk contains}; None without hits."""
+    if not hits:
+        return None
+    h = hits[0]
+    cov = h.coverage
+
+    def rounded(x):
+        return None if x is None else round(float(x), 4)
+    return {"best": rounded(h.best_dense), "margin": rounded(cov.margin if cov else None),
+            "effective": rounded(cov.effective_margin() if cov else None),
+            "absent": list(cov.absent) if cov else [], "words": cov.words if cov else 0,
+            "unknown": list(h.unknown)}
 
 
 def windows(text: str, size: int = WINDOW, overlap: int = OVERLAP) -> list[str]:
@@ -351,12 +374,15 @@ def run_setup(setup: Setup, questions: Sequence[Question], queries: dict[str, st
     out = []
     for q in questions:
         query = queries.get(q.id, q.question)
-        results, answered, *prompt = setup.search(query, k)
+        results, answered, *extra = setup.search(query, k)
+        prompt = extra[0] if extra else None
         out.append(Outcome(q.id, q.shape, q.answerable,
                            first_hit_rank(results, q) if q.answerable else None,
                            context_hit(results, q) if q.answerable else False,
                            answered, query,
-                           context_holds(prompt[0], q) if prompt and q.answerable else None))
+                           context_holds(prompt, q) if prompt is not None and q.answerable
+                           else None,
+                           extra[1] if len(extra) > 1 else None))
     return out
 
 

@@ -84,7 +84,8 @@
 #     {group: metrics}}, "rewrites": {...}, "per_question": {name: [...]}}, ...], "macro":
 #     {name: {"overall", "unanswerable"}}} instead of tables.
 #   --data-dir PATH, --config PATH, -v
-#     The evaluation folder; another conf file; per-question lines on stderr.
+#     The evaluation folder; another conf file; per-question lines on stderr (with what
+#     the "not covered" rule saw: best cosine, margin over the pool edge, absent words).
 """Measure retrieval on question files over their repositories (see the header above)."""
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shapes", action="store_true", help="per-shape rows in corpus tables")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_config_option(p)
-    p.add_argument("-v", "--verbose", action="store_true", help="per-question lines on stderr")
+    p.add_argument("-v", "--verbose", action="store_true", help="per-question lines on stderr, with the 'not covered' rule's signals")
     return p
 
 
@@ -182,7 +183,8 @@ def evaluate(settings, questions_path: str, setups: list[str], rewrite: str = "f
         if verbose:
             for o in outcomes:
                 print(f"{name:8} {o.id:6} {o.shape:18} rank={o.rank} ctx={o.context_hit} "
-                      f"answered={o.answered} | {o.query}", file=sys.stderr)
+                      f"answered={o.answered}{_signals_text(o.signals)} | {o.query}",
+                      file=sys.stderr)
 
     followups = [q for q in questions if q.history]
     if followups and "ours" in built:
@@ -191,6 +193,15 @@ def evaluate(settings, questions_path: str, setups: list[str], rewrite: str = "f
             qs = prepare_queries(followups, mode, chat_client)
             report["rewrites"][mode] = summarise(run_setup(built["ours"], followups, qs))
     return report
+
+
+def _signals_text(signals: dict | None) -> str:
+    """The "not covered" rule's signals on a -v line (empty without them)."""
+    if not signals:
+        return ""
+    absent = ",".join(signals["absent"]) or "-"
+    return (f" best={signals['best']} margin={signals['margin']} "
+            f"effective={signals['effective']} absent={absent}/{signals['words']}")
 
 
 def parse_corpora(specs: list[str], default_repo: Path) -> list[tuple[Path, Path, tuple]]:

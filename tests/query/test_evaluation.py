@@ -185,6 +185,14 @@ def test_ai_eval_smoke_on_a_tiny_repository(tmp_path, capsys):
     # The baseline windows the whole script, so "300" is in its single window of that file.
     assert report["setups"]["baseline"]["overall"]["recall@5"] == 1.0
     assert [o["rank"] for o in report["per_question"]["ours"]] == [1, None]
+    # What the "not covered" rule saw, per question: a tiny index has no pool edge (no
+    # margin), the unknown name decided the unanswerable one.
+    answerable, unanswerable = (o["signals"] for o in report["per_question"]["ours"])
+    assert answerable["margin"] is None and answerable["unknown"] == []
+    assert answerable["best"] >= 0.37 and answerable["words"] == 1
+    assert unanswerable["unknown"] == ["Kubernetes"]
+    assert unanswerable["absent"] == ["Kubernetes", "manifest"] and unanswerable["words"] == 2
+    assert all(o["signals"] is None for o in report["per_question"]["lexical"])
     assert result["macro"]["ours"]["overall"]["recall@1"] == 1.0
     assert result["macro"]["ours"]["pooled"] == {"refused": 0, "answerable": 1, "caught": 1,
                                                   "unanswerable": 1}
