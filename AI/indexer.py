@@ -43,7 +43,7 @@ from varaverk import sources
 from varaverk.logs import DETAIL
 from varaverk.named_sources import (DEFAULT_SOURCE, NOTE_KINDS, SourceSpec, all_sources)
 from varaverk.store import (FileRow, FileState, Index, IndexChanges, IndexCorrupt, IndexMissing,
-                            IndexMismatch, mismatch_message)
+                            check_compatible, names_other_embedder)
 
 log = logging.getLogger(__name__)
 
@@ -405,6 +405,7 @@ def _differences(entries: list[_Entry], states: dict, root: Path, meta: dict
 
 
 def _config_key(settings) -> tuple[str, str]:
+    """The embedder the settings name, as written (for ``store.names_other_embedder``)."""
     return settings.ai_embed_backend, settings.ai_embed_model.strip()
 
 
@@ -413,8 +414,7 @@ def _needs_work(settings, listing, entries, states, meta) -> bool:
         return True
     if states and meta.get("chunker") != chunker_stamp():
         return True
-    if meta.get("embed_backend") and (meta.get("config_backend"), meta.get("config_model")) \
-            != _config_key(settings):
+    if names_other_embedder(meta, *_config_key(settings)):
         return True
     return any(_differences(entries, states, listing.root, meta))
 
@@ -519,15 +519,6 @@ def _fill_counts(report: IndexReport, listing, entries, states) -> None:
                 report.skipped.append((e.path, stored.reason))
 
 
-def _check_embedder(settings, idx: Index, meta: dict, get_embedder) -> None:
-    """Refuse another backend/model/dimension than the stored vectors'."""
-    if not meta.get("embed_backend"):
-        return
-    emb = get_embedder()
-    if emb.backend != meta.get("embed_backend") or emb.model != meta.get("embed_model"):
-        raise IndexMismatch(mismatch_message(meta, emb.backend, emb.model, None))
-
-
 @dataclass
 class _Pending:
     path: str
@@ -604,9 +595,9 @@ def _load_stored(run: _Run) -> None:
     run.rechunk = bool(run.states) and run.meta.get("chunker") != run.stamp
     if run.rechunk:
         log.info("the chunkers changed since the last run: every document is re-chunked")
-    if not run.force and (run.meta.get("config_backend"), run.meta.get("config_model")) \
-            != _config_key(run.settings):
-        _check_embedder(run.settings, run.idx, run.meta, run.get_embedder)
+    if not run.force and names_other_embedder(run.meta, *_config_key(run.settings)):
+        emb = run.get_embedder()  # the settings changed: refuse another model before any work
+        check_compatible(run.meta, emb.backend, emb.model)
 
 
 def _scan_entry(run: _Run, entry: _Entry) -> None:
@@ -694,11 +685,9 @@ def _embed_pending(run: _Run) -> None:
     """Embed the pending documents' chunks (reusing stored vectors) and record their rows."""
     report, changes = run.report, run.changes
     emb = run.get_embedder()
-    expect = None
-    if not run.force:
-        _check_embedder(run.settings, run.idx, run.meta, run.get_embedder)
-        if run.meta.get("embed_backend"):
-            expect = (run.meta, int(run.meta.get("embed_dimension") or 0))
+    expect = None if run.force else run.meta
+    if expect is not None:
+        check_compatible(expect, emb.backend, emb.model)  # refused before any embedding
     reused = {} if run.force else _reusable_vectors(run.idx, run.pending)
     report.chunks_reused = len(reused)
     embed_started = time.monotonic()
@@ -748,22 +737,20 @@ def _has_changes(run: _Run) -> bool:
     changes = run.changes
     return bool(changes.file_rows or changes.delete_paths or changes.new_chunks or run.force
                 or _heads_moved(run.listing, run.meta)
-                or (run.meta.get("config_backend"), run.meta.get("config_model"))
-                != _config_key(run.settings))
+                or names_other_embedder(run.meta, *_config_key(run.settings)))
 
 
 def _write(run: _Run) -> None:
     """Write everything in one transaction, with the run's meta."""
     report = run.report
     report.seconds = time.monotonic() - run.started
-    backend, model = _config_key(run.settings)
+    run.changes.configured = _config_key(run.settings)
     # Every stat of this run came after its start: the racy rule's reference (wall clock).
     scan_started_ns = time.time_ns() - int((time.monotonic() - run.started) * 1e9)
     run.changes.meta.update(
         scan_started_ns=str(scan_started_ns),
         head=run.listing.head or "", repo_root=str(run.listing.root), built_at=_utc_now(),
-        chunker=run.stamp, config_backend=backend, config_model=model,
-        last_run="force" if run.force else "incremental")
+        chunker=run.stamp, last_run="force" if run.force else "incremental")
     for name, head in run.listing.heads.items():
         if name != DEFAULT_SOURCE:
             run.changes.meta[_head_key(name)] = head
@@ -832,8 +819,9 @@ def _embed_all(emb, chunks: list, progress, report: IndexReport, expect=None):
     Texts are embedded shortest first (less padding for batched local inference). A chunk the
     server rejects as too long is halved with ``split_chunk`` and its halves retried, at most
     ``MAX_SPLIT_DEPTH`` times; any other failure is returned for the caller to record.
-    ``expect`` = ``(stored meta, stored dimension)``: the first vector of another length raises
-    IndexMismatch at once (the model behind a name changed), instead of a probe request.
+    ``expect``: the stored meta (None: a rebuild); the first vector of another length than the
+    stored ones raises IndexMismatch at once (the model behind a name changed), instead of a
+    probe request.
     """
     from varaverk.chunking import split_chunk
 
@@ -862,9 +850,8 @@ def _embed_all(emb, chunks: list, progress, report: IndexReport, expect=None):
                         if problem:  # defence in depth: never store zero/NaN/inf
                             failures[origin] = problem
                             continue
-                    if vec is not None and expect and expect[1] and len(vec) != expect[1]:
-                        raise IndexMismatch(mismatch_message(expect[0], emb.backend, emb.model,
-                                                             len(vec)))
+                    if vec is not None and expect is not None:
+                        check_compatible(expect, emb.backend, emb.model, len(vec))
                     if vec is not None:
                         order.setdefault(origin, []).append((piece, vec))
                         continue
@@ -1003,8 +990,7 @@ def status(settings) -> dict[str, Any]:
     head_moved = _heads_moved(listing, meta)
     # The settings name another embedder than the one that built the index: a refresh would
     # be refused until --force.
-    embedder_changed = bool(meta.get("embed_backend")) and \
-        (meta.get("config_backend"), meta.get("config_model")) != _config_key(settings)
+    embedder_changed = names_other_embedder(meta, *_config_key(settings))
     info["repository"] = {"root": str(listing.root), "head": listing.head,
                           "tracked": sum(1 for e in entries if e.source == DEFAULT_SOURCE)}
     info["behind"] = {"head_moved": head_moved, "stored_head": meta.get("head") or None,

@@ -132,6 +132,39 @@ def mismatch_message(stored: dict, backend: str, model: str, dimension: int | No
             f"— run ai-index --force to rebuild")
 
 
+# Embedder compatibility, the one home: whether vectors made by an embedder may be compared
+# with, or stored beside, the vectors of an index. Search asks before ranking, a refresh before
+# embedding and for each vector's length, and ``Index.write`` before storing.
+
+def check_compatible(meta: dict, backend: str, model: str, dimension: int | None = None) -> None:
+    """Raise IndexMismatch unless the vectors of the index whose ``meta`` this is come from
+    ``backend``/``model`` (and ``dimension``, when given and recorded). An index without
+    vectors is compatible with anything.
+
+    The message (``mismatch_message``) names both embedders and the fix.
+    """
+    if not meta.get("embed_backend"):
+        return
+    same = meta.get("embed_backend") == backend and meta.get("embed_model") == model
+    if same and dimension is not None and meta.get("embed_dimension"):
+        same = int(meta["embed_dimension"]) == int(dimension)
+    if not same:
+        raise IndexMismatch(mismatch_message(meta, backend, model, dimension))
+
+
+def names_other_embedder(meta: dict, backend: str, model: str) -> bool:
+    """Whether settings naming ``backend``/``model`` (``AI_EMBED_BACKEND``/``AI_EMBED_MODEL``
+    as written: an empty model is the backend's default) differ from those recorded by the run
+    that last wrote this index, while it holds vectors.
+
+    The cheap form of ``check_compatible``, decided without building an embedder (so the no-op
+    refresh and ``--status`` build none); True means the real check must run before any work.
+    The recorded names are written by ``Index.write`` from ``IndexChanges.configured``.
+    """
+    return bool(meta.get("embed_backend")) and \
+        (meta.get("config_backend"), meta.get("config_model")) != (backend, model)
+
+
 # ---------------------------------------------------------------------------------------------
 # Migrations: numbered, applied in order, each recorded once with its time.
 # ---------------------------------------------------------------------------------------------
@@ -421,17 +454,9 @@ class Index:
         return row[0] if row else "0"
 
     def check_compatible(self, backend: str, model: str, dimension: int | None = None) -> None:
-        """Raise IndexMismatch unless the stored vectors come from ``backend``/``model``
-        (and ``dimension``, when given). An index without vectors is compatible with anything.
-        """
-        meta = self.meta()
-        if not meta.get("embed_backend"):
-            return
-        same = meta.get("embed_backend") == backend and meta.get("embed_model") == model
-        if same and dimension is not None and meta.get("embed_dimension"):
-            same = int(meta["embed_dimension"]) == int(dimension)
-        if not same:
-            raise IndexMismatch(mismatch_message(meta, backend, model, dimension))
+        """Raise IndexMismatch unless the stored vectors come from ``backend``/``model`` (and
+        ``dimension``, when given); see the module function ``check_compatible``."""
+        check_compatible(self.meta(), backend, model, dimension)
 
     def file_states(self) -> dict[str, "FileState"]:
         """``path -> FileState`` for every stored file (one query; for change detection)."""
@@ -669,13 +694,10 @@ class Index:
                          chunk.end_line, chunk.part, chunk.text, chunk.context,
                          json.dumps(chunk.meta, default=str, ensure_ascii=False), blob,
                          chunk.source, chunk_keywords(chunk)))
-        if rows and meta.get("embed_backend"):
+        if rows:
             # Never mix: new vectors must come from the model (and length) already stored.
             backend, model, _ = ch.embedder or ("?", "?", None)
-            stored_dim = int(meta.get("embed_dimension") or 0)
-            if (backend, model) != (meta["embed_backend"], meta.get("embed_model")) or \
-                    (stored_dim and width != stored_dim * 4):
-                raise IndexMismatch(mismatch_message(meta, backend, model, width // 4))
+            check_compatible(meta, backend, model, width // 4)
         for path in ch.delete_paths:
             conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
             conn.execute("DELETE FROM files WHERE path = ?", (path,))
@@ -695,6 +717,8 @@ class Index:
             [(f.path, f.kind, f.size, f.mtime_ns, f.sha256, f.status, f.reason, f.chunk_count,
               f.encoding, f.source) for f in ch.file_rows])
         updates = dict(ch.meta)
+        if ch.configured is not None:
+            updates.update(config_backend=ch.configured[0], config_model=ch.configured[1])
         if ch.embedder is not None and (rows or ch.replace_all or not meta.get("embed_backend")):
             backend, model, dim = ch.embedder
             dim = (width // 4) if width else dim
@@ -748,6 +772,8 @@ class IndexChanges:
         file_rows: file rows to insert or replace.
         embedder: ``(backend, model, dimension)`` that made ``new_chunks``; None when nothing
             was embedded by this run.
+        configured: ``(AI_EMBED_BACKEND, AI_EMBED_MODEL)`` as the settings of this run name
+            them, recorded for ``names_other_embedder``; None keeps the recorded ones.
         meta: other meta entries to set (head, built_at, build_seconds, repo_root, ...).
     """
 
@@ -757,6 +783,7 @@ class IndexChanges:
     new_chunks: list[tuple[Chunk, Any]] = field(default_factory=list)
     file_rows: list[FileRow] = field(default_factory=list)
     embedder: tuple[str, str, int | None] | None = None
+    configured: tuple[str, str] | None = None
     meta: dict[str, str] = field(default_factory=dict)
 
 

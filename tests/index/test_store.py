@@ -128,6 +128,27 @@ def test_b20_check_compatible_message(idx):
                               "ollama/nomic-embed-text (768 dims) — run ai-index --force to rebuild")
 
 
+def test_compatibility_is_decided_by_the_index_from_its_meta(idx):
+    """One home: the stored provenance against an embedder, and the settings' recorded names."""
+    from varaverk.store import check_compatible, names_other_embedder
+
+    check_compatible(idx.meta(), "ollama", "other")  # no vectors yet: compatible with anything
+    assert not names_other_embedder(idx.meta(), "ollama", "other")
+    _write(idx, [(_chunk("a.sh", "A", "alpha"), _unit([1, 0, 0]))], configured=("ollama", ""))
+    meta = idx.meta()
+    assert (meta["config_backend"], meta["config_model"]) == ("ollama", "")
+    assert not names_other_embedder(meta, "ollama", "")
+    assert names_other_embedder(meta, "ollama", "all-minilm")  # same model, named differently
+    assert names_other_embedder(meta, "local", "")
+    check_compatible(meta, "ollama", "all-minilm", 3)
+    with pytest.raises(IndexMismatch) as err:
+        check_compatible(meta, "ollama", "all-minilm", 4)
+    assert str(err.value) == ("index built with ollama/all-minilm (3 dims); this run uses "
+                              "ollama/all-minilm (4 dims) — run ai-index --force to rebuild")
+    _write(idx, [(_chunk("b.sh", "B", "beta"), _unit([0, 1, 0]))])  # configured=None keeps them
+    assert idx.meta()["config_model"] == ""
+
+
 def test_b20_write_refuses_another_model_without_replace_all(idx):
     _write(idx, [(_chunk("a.sh", "A", "alpha"), _unit(np.ones(384)))], dim=384)
     before = idx.meta()["generation"]
