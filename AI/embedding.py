@@ -37,7 +37,6 @@ import binascii
 import importlib.util
 import json
 import logging
-import math
 import os
 import re
 import struct
@@ -53,6 +52,7 @@ from varaverk import exitcodes
 from varaverk.config import LOCAL_MODEL, ConfigError, Settings, check_embed_model
 from varaverk.errors import VaraverkError
 from varaverk.modelservers import ModelServerUnavailable, forget, pick_ollama_host
+from varaverk.store import vector_problem
 
 log = logging.getLogger(__name__)
 
@@ -172,22 +172,14 @@ class Embedder:
         raise NotImplementedError
 
     def _clean(self, raw: Any) -> np.ndarray:
-        """Validate and L2-normalise one raw vector; raises _ItemsFailed when it is unusable."""
-        try:
-            vec = np.asarray(raw, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise _ItemsFailed("the server returned a vector that is not a list of numbers") from None
-        if vec.ndim != 1 or vec.size == 0:
-            raise _ItemsFailed(f"the server returned a vector of shape {vec.shape}")
-        if not np.all(np.isfinite(vec)):
-            raise _ItemsFailed("the server returned a vector with NaN or infinite values")
-        norm = float(np.linalg.norm(vec))
-        if not norm or not math.isfinite(norm):
-            raise _ItemsFailed("the server returned an all-zero vector")
-        if self._dimension is not None and vec.size != self._dimension:
-            raise _ItemsFailed(f"the server returned {vec.size} dimensions, expected {self._dimension}")
+        """L2-normalise one raw vector; raises _ItemsFailed when it is unusable (the store's
+        ``vector_problem`` decides: one home for vector validity)."""
+        problem = vector_problem(raw, self._dimension)
+        if problem:
+            raise _ItemsFailed(f"the server returned {problem}")
+        vec = np.asarray(raw, dtype=np.float64)
         self._dimension = vec.size
-        return (vec / norm).astype(np.float32)
+        return (vec / np.linalg.norm(vec)).astype(np.float32)
 
     def _embed_raw(self, texts: list[str]) -> list[Any]:
         raw = self._embed_batch(texts)

@@ -43,7 +43,7 @@ from varaverk import sources
 from varaverk.logs import DETAIL
 from varaverk.named_sources import (DEFAULT_SOURCE, NOTE_KINDS, SourceSpec, all_sources)
 from varaverk.store import (FileRow, FileState, Index, IndexChanges, IndexCorrupt, IndexMissing,
-                            check_compatible, names_other_embedder)
+                            check_compatible, names_other_embedder, vector_problem)
 
 log = logging.getLogger(__name__)
 
@@ -845,11 +845,10 @@ def _embed_all(emb, chunks: list, progress, report: IndexReport, expect=None):
                 report.embed_calls += 1
                 for i, (origin, piece, depth) in enumerate(batch):
                     vec = result.vectors[i]
-                    if vec is not None:
-                        vec, problem = _checked_vector(vec)
-                        if problem:  # defence in depth: never store zero/NaN/inf
-                            failures[origin] = problem
-                            continue
+                    if vec is not None and vector_problem(vec):
+                        # The store would refuse the whole write: this chunk fails alone.
+                        failures[origin] = "the embedder returned a zero or non-finite vector"
+                        continue
                     if vec is not None and expect is not None:
                         check_compatible(expect, emb.backend, emb.model, len(vec))
                     if vec is not None:
@@ -880,19 +879,6 @@ def _embed_all(emb, chunks: list, progress, report: IndexReport, expect=None):
         pieces.sort(key=lambda pv: (pv[0].start_line, pv[0].part))
         vectors[origin] = pieces
     return vectors, failures
-
-
-def _checked_vector(vec):
-    """``(float32 unit vector, "")``, or ``(None, reason)`` for a zero or non-finite vector."""
-    import numpy as np
-
-    vec = np.asarray(vec, dtype=np.float32).reshape(-1)
-    norm = float(np.linalg.norm(vec)) if vec.size else 0.0
-    if not vec.size or not np.isfinite(vec).all() or not np.isfinite(norm) or norm < 1e-12:
-        return None, "the embedder returned a zero or non-finite vector"
-    if abs(norm - 1.0) > 1e-4:
-        vec = vec / norm
-    return vec, ""
 
 
 def _progress_bar(progress, total: int):

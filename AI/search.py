@@ -78,6 +78,8 @@ from varaverk.coverage import Coverage
 from varaverk.lexical import Bm25, LabelBm25
 from varaverk.routing import route
 from varaverk.store import STOPWORDS, fts_terms
+# Which rows may rank is the store's decision (vector validity has one home there).
+from varaverk.store import usable_rows as valid_rows
 
 log = logging.getLogger(__name__)
 
@@ -178,15 +180,6 @@ def dense_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     # BLAS matrix-vector product, whose thread hand-off costs milliseconds on a busy 2-core
     # host (measured 0.3 ms vs 20 ms at 3k rows under load; tests/benchmarks/bench_scoring.py).
     return np.einsum("ij,j->i", matrix, query.astype(matrix.dtype, copy=False))
-
-
-def valid_rows(matrix: np.ndarray) -> np.ndarray:
-    """Boolean (n,): rows that are finite and nonzero (only those may ever rank)."""
-    if matrix.shape[0] == 0:
-        return np.zeros(0, dtype=bool)
-    finite = np.isfinite(matrix).all(axis=1)
-    nonzero = np.einsum("ij,ij->i", np.nan_to_num(matrix), np.nan_to_num(matrix)) > 1e-12
-    return finite & nonzero
 
 
 def filter_mask(kinds: np.ndarray, sections: np.ndarray, kind: str | None = None,

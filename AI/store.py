@@ -132,6 +132,85 @@ def mismatch_message(stored: dict, backend: str, model: str, dimension: int | No
             f"— run ai-index --force to rebuild")
 
 
+# Vector validity, the one home: a vector may be stored and ranked when every value is finite
+# and its L2 norm is finite and above MIN_NORM (a float32 vector that cannot be told from zero
+# would rank as noise). Decided by ``usable_rows`` on write (``Index.write``, which refuses the
+# rest; the indexer and the embedders ask ``vector_problem`` first, so that one bad vector fails
+# its own chunk) and on read (``vector_table`` leaves the rest out).
+MIN_NORM = 1e-6
+
+
+def usable_rows(matrix: "np.ndarray") -> "np.ndarray":
+    """Boolean ``(n,)``: the rows of a float ``(n, dim)`` matrix that may be stored and ranked.
+
+    One squared norm per row: a NaN or infinite value (or a norm that overflows) makes it
+    non-finite, so no ``(n, dim)`` temporary is made.
+    """
+    import numpy as np
+
+    matrix = np.asarray(matrix)
+    if matrix.shape[0] == 0:
+        return np.zeros(0, dtype=bool)
+    with np.errstate(over="ignore", invalid="ignore"):
+        squares = np.einsum("ij,ij->i", matrix, matrix)
+        return np.isfinite(squares) & (squares > MIN_NORM * MIN_NORM)
+
+
+def vector_problem(vec: Any, dimension: int | None = None) -> str:
+    """Why one vector may not be stored or ranked (``usable_rows``), or ``""`` when it may.
+
+    ``vec``: a sequence of numbers, as an embedder returned it (not yet normalised);
+    ``dimension``: the length it must have, when known. The reason reads after "returned":
+    ``a vector that is not a list of numbers``, ``a vector of shape (2, 3)``, ``a vector
+    with NaN or infinite values``, ``an all-zero vector``, ``a vector too close to zero to
+    normalise``, ``5 dimensions, expected 4``.
+    """
+    import numpy as np
+
+    try:
+        vec = np.asarray(vec, dtype=np.float64)
+    except (TypeError, ValueError):
+        return "a vector that is not a list of numbers"
+    if vec.ndim != 1 or vec.size == 0:
+        return f"a vector of shape {vec.shape}"
+    if not usable_rows(vec[None, :])[0]:
+        if not np.isfinite(vec).all():
+            return "a vector with NaN or infinite values"
+        return "a vector too close to zero to normalise" if vec.any() else "an all-zero vector"
+    if dimension is not None and vec.size != dimension:
+        return f"{vec.size} dimensions, expected {dimension}"
+    return ""
+
+
+def _vector_blobs(vectors: list) -> tuple[list[bytes], int]:
+    """``(little-endian float32 BLOBs, dimension)`` of ``vectors``, each L2-normalised (the
+    write side of vector validity; vectors already of unit length are stored as given).
+
+    Raises IndexMismatch for vectors of two lengths, ValueError for an unusable vector (the
+    caller must leave those out: nothing is written).
+    """
+    import numpy as np
+
+    if not vectors:
+        return [], 0
+    rows = [np.asanyarray(v).astype("<f4", copy=False).reshape(-1) for v in vectors]
+    dim = rows[0].size
+    for row in rows:
+        if row.size != dim:
+            raise IndexMismatch(f"vectors of two lengths in one run ({dim} and {row.size} "
+                                f"dims) — the embedder changed mid-run")
+    matrix = np.stack(rows)
+    bad = np.flatnonzero(~usable_rows(matrix))
+    if bad.size:
+        raise ValueError(f"{bad.size} zero or non-finite vectors (the first is number "
+                         f"{bad[0] + 1}) are never stored; nothing was written")
+    norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
+    off = np.abs(norms - 1.0) > 1e-4
+    if off.any():
+        matrix[off] /= norms[off, None]
+    return [row.tobytes() for row in matrix], dim
+
+
 # Embedder compatibility, the one home: whether vectors made by an embedder may be compared
 # with, or stored beside, the vectors of an index. Search asks before ranking, a refresh before
 # embedding and for each vector's length, and ``Index.write`` before storing.
@@ -490,8 +569,7 @@ class Index:
         if good:
             matrix = np.frombuffer(b"".join(r[3] for r in good), dtype="<f4").reshape(len(good), dim)
             matrix = matrix.astype(np.float32, copy=False)
-            norms = np.linalg.norm(matrix, axis=1)
-            ok = np.isfinite(matrix).all(axis=1) & np.isfinite(norms) & (norms > 1e-6)
+            ok = usable_rows(matrix)
             if not ok.all():
                 excluded += [good[i][0] for i in np.flatnonzero(~ok)]
                 good = [r for r, keep in zip(good, ok) if keep]
@@ -658,9 +736,10 @@ class Index:
     def write(self, changes: "IndexChanges") -> None:
         """Apply one index run's changes in a single transaction (all or nothing).
 
-        Raises IndexMismatch (and writes nothing) when new vectors' dimension differs from the
-        stored one and ``changes.replace_all`` is false; PermissionError when the index was
-        opened read-only.
+        Vectors are L2-normalised on the way in. Raises IndexMismatch (and writes nothing) when
+        new vectors' dimension differs from the stored one and ``changes.replace_all`` is
+        false; ValueError for a zero or non-finite vector (``usable_rows``); PermissionError
+        when the index was opened read-only.
         """
         if self.readonly:
             raise PermissionError("index opened read-only")
@@ -683,21 +762,16 @@ class Index:
             meta.pop("embed_backend", None)  # the new vectors define the model (below)
         import json
 
-        rows, width = [], None
-        for chunk, vec in ch.new_chunks:
-            blob = vec.astype("<f4", copy=False).tobytes()
-            width = width or len(blob)
-            if len(blob) != width:
-                raise IndexMismatch(f"vectors of two lengths in one run ({width // 4} and "
-                                    f"{len(blob) // 4} dims) — the embedder changed mid-run")
-            rows.append((chunk.path, chunk.kind, chunk.section, chunk.title, chunk.start_line,
-                         chunk.end_line, chunk.part, chunk.text, chunk.context,
-                         json.dumps(chunk.meta, default=str, ensure_ascii=False), blob,
-                         chunk.source, chunk_keywords(chunk)))
+        blobs, width = _vector_blobs([vec for _, vec in ch.new_chunks])
+        rows = [(chunk.path, chunk.kind, chunk.section, chunk.title, chunk.start_line,
+                 chunk.end_line, chunk.part, chunk.text, chunk.context,
+                 json.dumps(chunk.meta, default=str, ensure_ascii=False), blob,
+                 chunk.source, chunk_keywords(chunk))
+                for (chunk, _), blob in zip(ch.new_chunks, blobs)]
         if rows:
             # Never mix: new vectors must come from the model (and length) already stored.
             backend, model, _ = ch.embedder or ("?", "?", None)
-            check_compatible(meta, backend, model, width // 4)
+            check_compatible(meta, backend, model, width)
         for path in ch.delete_paths:
             conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
             conn.execute("DELETE FROM files WHERE path = ?", (path,))
@@ -721,7 +795,7 @@ class Index:
             updates.update(config_backend=ch.configured[0], config_model=ch.configured[1])
         if ch.embedder is not None and (rows or ch.replace_all or not meta.get("embed_backend")):
             backend, model, dim = ch.embedder
-            dim = (width // 4) if width else dim
+            dim = width or dim
             if dim:
                 updates.update(embed_backend=backend, embed_model=model, embed_dimension=str(dim))
         updates["generation"] = str(int(meta.get("generation", "0")) + 1)

@@ -119,6 +119,31 @@ def test_b19c_zero_and_nan_rows_are_excluded(tmp_path):
         assert ranked == ["A", "B"]
 
 
+def test_vector_validity_is_one_rule_on_write_and_on_read(idx):
+    """A vector the read side would leave out is never written: the whole write is refused."""
+    from varaverk.store import usable_rows, vector_problem
+
+    _write(idx, [(_chunk("a.sh", "A", "alpha"), _unit([1, 0, 0]))])
+    before = idx.meta()["generation"]
+    for bad in (np.zeros(3), np.array([np.nan, 1, 0]), np.array([1e-8, 0, 0]),
+                np.array([np.inf, 0, 0])):
+        assert not usable_rows(bad[None, :].astype(np.float32))[0]
+        assert vector_problem(bad)
+        with pytest.raises(ValueError, match="never stored; nothing was written"):
+            _write(idx, [(_chunk("b.sh", "B", "beta"), _unit([0, 1, 0])),
+                         (_chunk("c.sh", "C", "gamma"), bad.astype(np.float32))])
+    assert idx.meta()["generation"] == before
+    assert [c.title for c in idx.chunks_for_path("b.sh")] == []
+    _write(idx, [(_chunk("d.sh", "D", "delta"), np.array([0, 3, 4], dtype=np.float32))])
+    table = idx.vector_table()
+    np.testing.assert_allclose(table.matrix[-1], [0, 0.6, 0.8], rtol=1e-6)  # stored unit-length
+    assert usable_rows(table.matrix).all() and table.excluded == ()
+    assert vector_problem([0, 3, 4]) == "" and vector_problem([0, 3, 4], 4) == \
+        "3 dimensions, expected 4"
+    assert vector_problem("abc") == "a vector that is not a list of numbers"
+    assert vector_problem(np.zeros(3)) == "an all-zero vector"
+
+
 def test_b20_check_compatible_message(idx):
     _write(idx, [(_chunk("a.sh", "A", "alpha"), _unit(np.ones(384)))], dim=384)
     idx.check_compatible("ollama", "all-minilm", 384)
