@@ -21,8 +21,10 @@ An index built with another embedding backend, model or dimension is refused wit
 ``IndexMismatch`` before any embedding; ``force=True`` rebuilds everything in one
 transaction instead.
 
-Heavy modules (numpy, the chunkers, the embedder, tqdm, filelock) are imported only once there
-is work to do, so the no-op refresh costs little more than ``git ls-files`` and a stat per file
+Heavy modules (numpy, the chunkers, the embedder, tqdm, filelock, wcmatch) are imported only
+once there is work to do, and the globs' verdicts stand while the globs are the same
+(``_kind``), so the no-op refresh compiles no glob and costs little more than
+``git ls-files`` and a stat per file
 (``tests/benchmarks/bench_refresh.py`` measures that ratio, target at most 1.25, and names any
 heavy module a no-op run imported).
 """
@@ -137,7 +139,8 @@ class _Listed(NamedTuple):
     """Every source's ``git ls-files``, as one listing.
 
     ``root``/``head`` are the default source's (the repository), ``entries`` every source's
-    tracked paths (for counts), ``heads`` each source's HEAD by name, ``specs`` the sources.
+    tracked paths (for counts), ``heads`` each source's HEAD by name, ``specs`` the sources,
+    ``glob_verdicts`` the globs' verdicts to record (meta ``VERDICTS_META``, see ``_kind``).
     """
 
     root: Path
@@ -146,6 +149,7 @@ class _Listed(NamedTuple):
     heads: dict[str, str]
     roots: dict[str, str]
     specs: list[SourceSpec]
+    glob_verdicts: str = ""
 
 
 def _head_key(name: str) -> str:
@@ -157,15 +161,50 @@ def _heads_moved(listed: _Listed, meta: dict) -> bool:
     return any(head != meta.get(_head_key(name), "") for name, head in listed.heads.items())
 
 
-def _list_all(settings, matcher: sources.KindMatcher,
-              states: dict | None = None) -> tuple[_Listed, list[_Entry]]:
+# The meta entry keeping, beside the fingerprint of the globs (``_globs_fingerprint``), the
+# globs' verdicts on the script candidates (``_kind``): ``repr((fingerprint, {path: (kind,
+# excluded)}))``.
+VERDICTS_META = "glob_verdicts"
+
+
+def _globs_fingerprint(settings, specs: list[SourceSpec]) -> str:
+    """The ``AI_GLOBS_*`` settings, the sources' names and types, and the code that applies
+    them (``sources.classifier_stamp``): while these are the same, so is every glob verdict."""
+    globs = {kind: tuple(getattr(settings, f"ai_globs_{kind}")) for kind in sources.KINDS}
+    return repr((sources.classifier_stamp(), globs, tuple(settings.ai_globs_exclude),
+                 [(spec.name, spec.type) for spec in specs]))
+
+
+def _known_verdicts(meta: dict | None, fingerprint: str) -> dict | None:
+    """The recorded verdicts when they were made under ``fingerprint``, else None."""
+    recorded = (meta or {}).get(VERDICTS_META)
+    if not recorded:
+        return None
+    import ast  # already loaded by dataclasses; json would be one more import
+
+    try:
+        made_under, verdicts = ast.literal_eval(recorded)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    if made_under != fingerprint or not isinstance(verdicts, dict) or not all(
+            isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in verdicts.values()):
+        return None
+    return verdicts
+
+
+def _list_all(settings, matcher: sources.KindMatcher, states: dict | None = None,
+              meta: dict | None = None) -> tuple[_Listed, list[_Entry]]:
     """List and classify every source (the repository first, then ``AI_SOURCES``);
-    ``states`` (the stored file rows) as ``_classify`` takes them.
+    ``states`` (the stored file rows) as ``_classify`` takes them; ``meta``: the stored meta,
+    whose recorded glob verdicts (``_kind``) spare a no-op run compiling any glob.
 
     Raises SourcesError when one cannot be listed (nothing is written then, so a source
     that is briefly unmounted never loses its chunks).
     """
     specs = all_sources(settings)
+    fingerprint = _globs_fingerprint(settings, specs)
+    known = _known_verdicts(meta, fingerprint) if states is not None else None
+    verdicts: dict[str, tuple[str, bool]] = {}
     entries: list[_Entry] = []
     tracked: list = []
     heads, roots = {}, {}
@@ -175,15 +214,17 @@ def _list_all(settings, matcher: sources.KindMatcher,
         repo = repo or listing
         tracked.extend(listing.entries)
         heads[spec.name], roots[spec.name] = listing.head or "", str(listing.root)
-        entries.extend(_classify(listing, matcher, spec, states))
-    return _Listed(repo.root, repo.head, tracked, heads, roots, specs), entries
+        entries.extend(_classify(listing, matcher, spec, states, (known, verdicts)))
+    return _Listed(repo.root, repo.head, tracked, heads, roots, specs,
+                   repr((fingerprint, dict(sorted(verdicts.items()))))), entries
 
 
 def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
-              spec: SourceSpec | None = None, states: dict | None = None) -> list[_Entry]:
-    """Kind and disk check of every tracked path of one source. A repository path no glob
-    matches may be a script known by its shebang (``_sniffed``)."""
+              spec: SourceSpec | None = None, states: dict | None = None,
+              verdicts: tuple[dict | None, dict] | None = None) -> list[_Entry]:
+    """Kind and disk check of every tracked path of one source (the kind: ``_kind``)."""
     spec = spec or SourceSpec(DEFAULT_SOURCE, "repo", listing.root)
+    verdicts = verdicts or (None, {})
     entries = []
     for tracked in listing.entries:
         extra = (spec.name, tracked.path, listing.root)
@@ -192,10 +233,8 @@ def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
                                   sources.REASON_BAD_NAME, None, *extra))
             continue
         path = spec.stored_path(tracked.path)
-        kind = spec.kind_of(tracked.path, matcher) or ""
-        sniff_st = None
-        if not kind and spec.type == "repo" and not matcher.excluded(tracked.path):
-            kind, sniff_st = _sniffed(listing.root, tracked, states.get(path) if states else None)
+        kind, sniff_st = _kind(listing.root, tracked, spec, matcher,
+                               states.get(path) if states else None, verdicts)
         if tracked.mode == sources.GITLINK_MODE:  # a folder of another repository
             entries.append(_Entry(path, kind, sources.REASON_SUBMODULE, None, *extra))
             continue
@@ -205,6 +244,35 @@ def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
         st, reason = sources.lstat_entry(listing.root, tracked)
         entries.append(_Entry(path, kind, reason, st, *extra))
     return entries
+
+
+def _kind(root: Path, tracked: sources.TrackedPath, spec: SourceSpec,
+          matcher: sources.KindMatcher, stored: FileState | None,
+          verdicts: tuple[dict | None, dict]) -> tuple[str, os.stat_result | None]:
+    """One tracked path's kind ("" for none) and the lstat of a sniffed script (``_sniffed``).
+
+    A repository path's kind is its globs' verdict (``matcher``: kind, or excluded), else for
+    a script candidate no glob names (``sources.could_be_script``) its shebang. ``verdicts``
+    = ``(known, found)``: the globs' verdicts on script candidates recorded by the last run
+    under the same globs (None: none or other globs), and the dict this run's go into. A path
+    with a stored row needs no glob then: a candidate's verdict is known, and any other path's
+    stored kind is its verdict (only candidates are sniffed). So a no-op run compiles none.
+    """
+    if spec.type != "repo":
+        return spec.kind_of(tracked.path, matcher) or "", None
+    known, found = verdicts
+    path = spec.stored_path(tracked.path)
+    if known is not None and stored is not None and path in known:
+        kind, excluded = known[path]
+    elif known is not None and stored is not None and not sources.could_be_script(tracked):
+        kind, excluded = stored.kind, False  # never sniffed: as a glob left it
+    else:
+        kind, excluded = matcher.kind_of(tracked.path) or "", matcher.excluded(tracked.path)
+    if sources.could_be_script(tracked):
+        found[path] = (kind, excluded)
+    if kind or excluded:
+        return kind, None
+    return _sniffed(root, tracked, stored)
 
 
 def _sniffed(root: Path, tracked: sources.TrackedPath, stored: FileState | None
@@ -285,9 +353,7 @@ def chunker_stamp() -> str:
     """
     import binascii
 
-    from varaverk import chunking
-
-    folder = Path(chunking.__file__).parent
+    folder = Path(__file__).parent  # the chunkers' package, without importing them
     crc = 0
     for name in CHUNKER_MODULES:
         try:
@@ -414,6 +480,8 @@ def _needs_work(settings, listing, entries, states, meta) -> bool:
         return True
     if states and meta.get("chunker") != chunker_stamp():
         return True
+    if states and meta.get(VERDICTS_META) != listing.glob_verdicts:
+        return True  # new globs (or candidates): decided afresh, then recorded by the write
     if names_other_embedder(meta, *_config_key(settings)):
         return True
     return any(_differences(entries, states, listing.root, meta))
@@ -459,7 +527,7 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
     """
     started = time.monotonic()
     report = IndexReport(force=force)
-    matcher = sources.KindMatcher.from_settings(settings)
+    matcher = sources.KindMatcher.from_settings(settings)  # compiled only if a kind is needed
     index_path = Path(settings.index_path)
 
     if not force and index_path.is_file():
@@ -471,7 +539,7 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
             # An older schema (the locked pass migrates or explains), or a file another run
             # has just created and not yet filled: the locked pass sorts both out.
             states, meta = None, None
-        listing, entries = _list_all(settings, matcher, states)
+        listing, entries = _list_all(settings, matcher, states, meta)
         if states is not None and not _needs_work(settings, listing, entries, states, meta):
             _fill_counts(report, listing, entries, states)
             report.unchanged = sum(1 for e in entries if not e.reason
@@ -484,7 +552,8 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
         report.locked = True
         with Index.open(index_path) as idx:
             listing, entries = _list_all(settings, matcher,
-                                         None if force else idx.file_states())
+                                         *((None, None) if force else (idx.file_states(),
+                                                                       idx.meta())))
             _refresh_locked(settings, idx, listing, entries, factory, force, progress, report,
                             started)
     return report
@@ -521,6 +590,8 @@ def _fill_counts(report: IndexReport, listing, entries, states) -> None:
 
 @dataclass
 class _Pending:
+    """A read and chunked document waiting for its vectors (its future file row)."""
+
     path: str
     kind: str
     size: int
@@ -737,6 +808,7 @@ def _has_changes(run: _Run) -> bool:
     changes = run.changes
     return bool(changes.file_rows or changes.delete_paths or changes.new_chunks or run.force
                 or _heads_moved(run.listing, run.meta)
+                or run.meta.get(VERDICTS_META) != run.listing.glob_verdicts
                 or names_other_embedder(run.meta, *_config_key(run.settings)))
 
 
@@ -751,6 +823,7 @@ def _write(run: _Run) -> None:
         scan_started_ns=str(scan_started_ns),
         head=run.listing.head or "", repo_root=str(run.listing.root), built_at=_utc_now(),
         chunker=run.stamp, last_run="force" if run.force else "incremental")
+    run.changes.meta[VERDICTS_META] = run.listing.glob_verdicts
     for name, head in run.listing.heads.items():
         if name != DEFAULT_SOURCE:
             run.changes.meta[_head_key(name)] = head
@@ -971,7 +1044,8 @@ def status(settings) -> dict[str, Any]:
         info = idx.status()
         states = idx.file_states()
     meta = info["meta"]
-    listing, entries = _list_all(settings, sources.KindMatcher.from_settings(settings), states)
+    listing, entries = _list_all(settings, sources.KindMatcher.from_settings(settings), states,
+                                 meta)
     changed, added, removed = _differences(entries, states, listing.root, meta)
     head_moved = _heads_moved(listing, meta)
     # The settings name another embedder than the one that built the index: a refresh would

@@ -34,8 +34,6 @@ import stat
 from pathlib import Path
 from typing import Iterable, NamedTuple, Sequence
 
-from wcmatch import glob as wcglob
-
 from varaverk import exitcodes, gitrepo
 from varaverk.errors import VaraverkError
 
@@ -137,12 +135,6 @@ def list_tracked(root: str | os.PathLike) -> Listing:
 # Globs
 # ---------------------------------------------------------------------------------------------
 
-# Path globs in the sense of bash's globstar: "*", "?" and "[...]" stay within one folder, a
-# whole "**" component crosses any number of folders (none included), dot-files match like
-# any other name, and a pattern without "/" names a top-level path only (unlike .gitignore).
-_GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.FORCEUNIX
-
-
 def compile_globs(globs: Iterable[str]) -> re.Pattern[str] | None:
     """One compiled regex matching any of ``globs`` over a whole repository-relative path.
 
@@ -154,23 +146,54 @@ def compile_globs(globs: Iterable[str]) -> re.Pattern[str] | None:
     patterns = [g for g in globs if g]
     if not patterns:
         return None
-    include, _exclude = wcglob.translate(patterns, flags=_GLOB_FLAGS)  # no NEGATE: none excluded
+    # Imported here: a no-op refresh takes every kind from the index (see KindMatcher) and
+    # never translates a glob.
+    from wcmatch import glob as wcglob
+
+    # Path globs in the sense of bash's globstar: "*", "?" and "[...]" stay within one folder,
+    # a whole "**" component crosses any number of folders (none included), dot-files match
+    # like any other name, and a pattern without "/" names a top-level path only (unlike
+    # .gitignore). No NEGATE: none is excluded.
+    include, _exclude = wcglob.translate(
+        patterns, flags=wcglob.GLOBSTAR | wcglob.DOTGLOB | wcglob.FORCEUNIX)
     # \Z: wcmatch ends each regex with "$", which also matches before a final newline, and a
     # tracked name may end with one.
     return re.compile("(?:" + "|".join(include) + r")\Z")
+
+
+def classifier_stamp() -> str:
+    """A checksum (CRC-32, hex) of the code that turns globs into kinds: this module,
+    ``named_sources`` and wcmatch's translator, read without importing wcmatch. Kinds stored
+    under another stamp are decided again (see ``varaverk.indexer``)."""
+    import binascii
+    import importlib.util
+
+    spec = importlib.util.find_spec("wcmatch")
+    folder = Path(spec.origin).parent if spec is not None and spec.origin else Path()
+    here = Path(__file__).parent
+    crc = 0
+    for path in (here / "sources.py", here / "named_sources.py", folder / "__meta__.py",
+                 folder / "_wcparse.py", folder / "glob.py"):
+        try:
+            crc = binascii.crc32(path.read_bytes(), crc)
+        except OSError:  # not installed as files: the name stands in
+            crc = binascii.crc32(b"missing " + path.name.encode(), crc)
+    return f"{crc:08x}"
 
 
 class KindMatcher:
     """Decides a path's kind from the ``AI_GLOBS_*`` settings.
 
     Kinds are tried in the order header, readme, manual, template, doc; the first whose globs
-    match the whole path wins (so ``docs/README-x.md`` is a readme, not a doc).
+    match the whole path wins (so ``docs/README-x.md`` is a readme, not a doc). The globs are
+    compiled on first use: a no-op refresh takes every kind from the index and never needs
+    them (compiling wcmatch's regexes costs more than the rest of such a run's Python).
     """
 
     def __init__(self, globs_by_kind: dict[str, Sequence[str]], exclude: Sequence[str] = ()):
-        self._rules = [(kind, rx) for kind in KINDS
-                       if (rx := compile_globs(globs_by_kind.get(kind, ()))) is not None]
-        self._exclude = compile_globs(exclude)
+        self._globs = globs_by_kind
+        self._exclude_globs = exclude
+        self._compiled: tuple[list, re.Pattern[str] | None] | None = None
 
     @classmethod
     def from_settings(cls, settings) -> "KindMatcher":
@@ -178,15 +201,24 @@ class KindMatcher:
         return cls({kind: getattr(settings, f"ai_globs_{kind}") for kind in KINDS},
                    getattr(settings, "ai_globs_exclude", ()))
 
+    def _patterns(self) -> tuple[list, re.Pattern[str] | None]:
+        """``([(kind, regex)], exclusion regex or None)``, compiled once."""
+        if self._compiled is None:
+            rules = [(kind, rx) for kind in KINDS
+                     if (rx := compile_globs(self._globs.get(kind, ()))) is not None]
+            self._compiled = (rules, compile_globs(self._exclude_globs))
+        return self._compiled
+
     def excluded(self, path: str) -> bool:
         """Whether ``path`` matches the exclusion globs (never documentation, whatever else)."""
-        return bool(self._exclude and self._exclude.match(path))
+        exclude = self._patterns()[1]
+        return bool(exclude and exclude.match(path))
 
     def kind_of(self, path: str) -> str | None:
         """The kind of repository-relative ``path``, or None when it is not documentation."""
         if self.excluded(path):
             return None
-        for kind, rx in self._rules:
+        for kind, rx in self._patterns()[0]:
             if rx.match(path):
                 return kind
         return None

@@ -39,11 +39,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Sequence
 
 from varaverk import exitcodes
-from varaverk.chunking import Chunk
 from varaverk.errors import VaraverkError
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
+
+    from varaverk.chunking import Chunk
 
 SCHEMA_VERSION = 2
 FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
@@ -80,11 +81,30 @@ class IndexCorrupt(IndexStoreError):
     fix = "move the file away and run ai-index to build a new one"
 
 
-@dataclass(frozen=True)
-class StoredChunk(Chunk):
-    """A chunk as stored: every ``Chunk`` field plus its row ``id`` in the index."""
+def _stored_chunk_class() -> type:
+    """``StoredChunk``, made on first use: it extends ``varaverk.chunking.Chunk``, and the
+    no-op refresh opens the index without ever reading a chunk (so it never imports the
+    chunkers)."""
+    cls = globals().get("StoredChunk")
+    if cls is None:
+        from varaverk.chunking import Chunk
 
-    id: int = field(default=-1, kw_only=True)
+        @dataclass(frozen=True)
+        class StoredChunk(Chunk):
+            """A chunk as stored: every ``Chunk`` field plus its row ``id`` in the index."""
+
+            id: int = field(default=-1, kw_only=True)
+
+        StoredChunk.__qualname__ = "StoredChunk"  # pickles as varaverk.store.StoredChunk
+        cls = globals()["StoredChunk"] = StoredChunk
+    return cls
+
+
+def __getattr__(name: str) -> Any:
+    # PEP 562: ``from varaverk.store import StoredChunk`` builds the class (above).
+    if name == "StoredChunk":
+        return _stored_chunk_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class VectorTable(NamedTuple):
@@ -875,14 +895,14 @@ def chunk_keywords(chunk: Chunk) -> str:
     return " ".join(str(w) for w in words if str(w).strip())
 
 
-def _stored(row: Iterable[Any]) -> StoredChunk:
+def _stored(row: Iterable[Any]) -> "StoredChunk":
     import json
     (cid, path, kind, section, title, start, end, part, text, context, meta, source) = row
     try:
         meta_dict = json.loads(meta) if meta and meta != "{}" else {}
     except ValueError:
         meta_dict = {}
-    return StoredChunk(path=path, kind=kind, section=section, title=title, start_line=start,
+    return _stored_chunk_class()(path=path, kind=kind, section=section, title=title, start_line=start,
                        end_line=end, text=text, context=context, part=part, meta=meta_dict,
                        source=source, id=cid)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import subprocess
+import sys
 import time
 
 import pytest
 
-from tests.index.conftest import embed_inputs, make_settings
+from tests.index.conftest import cli_env, embed_inputs, make_settings
 from tests.support.repos import git, make_repo
 from varaverk import indexer
 from varaverk.chunking import chunk_document
@@ -106,6 +107,55 @@ def test_unchanged_second_run_reads_nothing_and_embeds_nothing(lab):
     assert report.unchanged == 4 and not report.wrote and not report.locked
     assert server.requests == []  # not even a health check
     assert Index.open(settings.index_path, readonly=True).generation() == generation
+
+
+def test_a_no_op_run_takes_kinds_from_the_index_until_the_globs_change(lab):
+    """A no-op run compiles no glob (nor loads wcmatch): stored kinds stand while the globs
+    that decided them are the same; a changed glob is applied to every path at once."""
+    repo, settings, server = lab
+    indexer.refresh(settings, progress=False)
+    probe = ("import sys\nfrom varaverk import indexer\nfrom varaverk.config import load_settings\n"
+             "report = indexer.refresh(load_settings(None), progress=False)\n"
+             "print(report.unchanged, report.wrote, 'wcmatch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         env=cli_env(settings), cwd=repo)
+    assert out.stdout.split() == ["4", "False", "False"], out.stderr
+    moved = settings.replace(ai_globs_exclude=("Docs/**",))
+    report = indexer.refresh(moved, progress=False)
+    assert report.wrote and ("Docs/README-Backup.md", "not a documentation kind") in report.skipped
+    assert "Docs/README-Backup.md" not in _chunk_texts(moved)
+    assert indexer.refresh(moved, progress=False).wrote is False
+    back = indexer.refresh(settings, progress=False)  # and back: the readme is indexed again
+    assert back.wrote and back.indexed == 1 and "Docs/README-Backup.md" in _chunk_texts(settings)
+
+
+def test_recorded_glob_verdicts_decide_script_candidates_as_the_globs_would(tmp_path,
+                                                                         model_server):
+    """Extensionless, excluded and executable files keep their globs' verdicts on a no-op run
+    (no glob compiled), and an executable that loses its mode is no script any more."""
+    script = "#!/usr/bin/env ruby\n# Rotates the logs nightly.\nputs 1\n"
+    repo = make_repo(tmp_path / "r", {"README.md": "# R\nOne.\n", "bin/rotate": script,
+                                      "Configurations/hosts": script, "tools/run.rb": script})
+    git(repo, "update-index", "--chmod=+x", "tools/run.rb")
+    (repo / "tools/run.rb").chmod(0o755)
+    git(repo, "commit", "-q", "-m", "exec")
+    settings = make_settings(repo, tmp_path, model_server)
+    indexer.refresh(settings, progress=False)
+    kinds = dict(_rows(settings, "SELECT path, kind FROM files"))
+    assert (kinds["bin/rotate"], kinds["tools/run.rb"], kinds["Configurations/hosts"]) == \
+        ("header", "header", "")
+    probe = ("import sys\nfrom varaverk import indexer\nfrom varaverk.config import load_settings\n"
+             "report = indexer.refresh(load_settings(None), progress=False)\n"
+             "print(report.wrote, 'wcmatch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         env=cli_env(settings), cwd=repo)
+    assert out.stdout.split() == ["False", "False"], out.stderr
+    git(repo, "update-index", "--chmod=-x", "tools/run.rb")
+    (repo / "tools/run.rb").chmod(0o644)
+    git(repo, "commit", "-q", "-m", "not exec")
+    report = indexer.refresh(settings, progress=False)
+    assert ("tools/run.rb", "not a documentation kind") in report.skipped
+    assert dict(_rows(settings, "SELECT path, kind FROM files"))["tools/run.rb"] == ""
 
 
 def test_changing_one_file_re_embeds_only_its_chunks(lab):

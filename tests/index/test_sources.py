@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -213,3 +215,19 @@ def test_default_globs_cover_commented_configuration_files():
         assert matcher.kind_of(path) == "template", path
     for path in ("README.rst", "docs/setup.rst", "debian/synctl.ronn"):
         assert matcher.kind_of(path) == "doc", path
+
+
+def test_kind_matcher_compiles_its_globs_on_first_use():
+    """A matcher nobody asks costs no glob translation (a no-op refresh builds one)."""
+    probe = ("import sys\nfrom varaverk.sources import KindMatcher\n"
+             "m = KindMatcher({'readme': ['**/README-*.md']}, ['old/**'])\n"
+             "print('wcmatch' in sys.modules)\n"
+             "print(m.kind_of('a/README-x.md'), m.kind_of('old/README-x.md'), m.excluded('old/y'))\n"
+             "print('wcmatch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:3] == ["False", "readme None True", "True"]
+
+
+def test_classifier_stamp_covers_the_glob_code():
+    stamp = sources.classifier_stamp()
+    assert len(stamp) == 8 and stamp == sources.classifier_stamp()
