@@ -187,7 +187,8 @@ def _known_verdicts(meta: dict | None, fingerprint: str) -> dict | None:
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
     if made_under != fingerprint or not isinstance(verdicts, dict) or not all(
-            isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) for v in verdicts.values()):
+            isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str)
+            for v in verdicts.values()):
         return None
     return verdicts
 
