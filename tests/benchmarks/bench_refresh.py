@@ -40,7 +40,7 @@ for p in out.split(b"\\0"):
             pass
 """
 HEAVY = ("numpy", "onnxruntime", "httpx", "tokenizers", "markdown_it", "tqdm", "filelock",
-         "varaverk.embedding", "varaverk.chunking")
+         "wcmatch", "varaverk.embedding", "varaverk.chunking")
 
 
 def _time(cmd: list[str], env: dict, cwd: Path, runs: int) -> list[tuple[float, float]]:
