@@ -74,7 +74,7 @@ class Bm25:
         self.avgdl = total / float(self.rows) if self.rows else 0.0
         self._postings: dict[str, tuple[np.ndarray, ...]] = {}
         self._positions: dict[str, tuple[np.ndarray, ...]] = {}
-        self._phrases: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._phrases: dict[tuple[str, ...], tuple[np.ndarray, ...]] = {}
         self._cached = 0
 
     def _posting(self, token: str, positions: bool = False) -> tuple[np.ndarray, ...]:
@@ -100,11 +100,15 @@ class Bm25:
     def phrase_rows(self, toks: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Rows holding the phrase ``toks`` (consecutive tokens in one column) and how many
         times: ``(sorted unique row ids int64, occurrences float64)`` (cached per phrase)."""
-        rows, freq, _ = self._phrase(toks)
+        rows, freq, _, _ = self._phrase(toks)
         return rows, freq
 
-    def _phrase(self, toks: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``phrase_rows`` plus each row's BM25 length term ``k1 · (1 − b + b · |D| / avgdl)``."""
+    def _phrase(self, toks: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                     np.ndarray]:
+        """``phrase_rows`` plus each row's position in ``self.ids`` and the phrase's BM25
+        term in it, ``IDF · f · (k1 + 1) / (f + k1 · (1 − b + b · |D| / avgdl))``: every
+        part of it is fixed for the index generation, so it is computed once per phrase.
+        The arrays are read-only (they are cached)."""
         key = tuple(toks)
         hit = self._phrases.get(key)
         if hit is not None:
@@ -125,13 +129,23 @@ class Bm25:
         if docs.size:
             rows, counts = np.unique(docs, return_counts=True)
             freq = counts.astype(np.float64)
+            pos = np.searchsorted(self.ids, rows)
+            # The part of the BM25 denominator that depends on the row alone.
+            norm = K1 * (1 - B + B * self.lengths[pos] / self.avgdl)
+            hits = float(rows.size)
+            idf = math.log((float(self.rows) - hits + 0.5) / (hits + 0.5))
+            if idf <= 0.0:
+                idf = 1e-6
+            # Same operations, same order as sqlite's fts5Bm25Function.
+            part = idf * ((freq * (K1 + 1.0)) / (freq + norm))
         else:
-            rows, freq = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        # The part of the BM25 denominator that depends on the row alone.
-        norm = K1 * (1 - B + B * self.lengths[np.searchsorted(self.ids, rows)] / self.avgdl) \
-            if rows.size else np.zeros(0, dtype=np.float64)
-        self._reserve(3 * rows.size)
-        hit = self._phrases[key] = (rows, freq, norm)
+            rows = pos = np.zeros(0, dtype=np.int64)
+            freq = part = np.zeros(0, dtype=np.float64)
+        hit = (rows, freq, pos, part)
+        for a in hit:
+            a.flags.writeable = False
+        self._reserve(4 * rows.size)
+        self._phrases[key] = hit
         return hit
 
     def contains(self, word: str) -> bool | None:
@@ -161,27 +175,18 @@ class Bm25:
             phrases.append(toks)
         if not phrases or not self.rows:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        all_rows, parts = [], []
-        n = float(self.rows)
-        for toks in phrases:
-            rows, freq, norm = self._phrase(toks)
-            if not rows.size:
-                continue
-            hits = float(rows.size)
-            idf = math.log((n - hits + 0.5) / (hits + 0.5))
-            if idf <= 0.0:
-                idf = 1e-6
-            # Same operations, same order as sqlite's fts5Bm25Function.
-            parts.append(idf * ((freq * (K1 + 1.0)) / (freq + norm)))
-            all_rows.append(rows)
-        if not all_rows:
+        found = [hit for hit in map(self._phrase, phrases) if hit[0].size]
+        if not found:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        if len(all_rows) == 1:
-            return all_rows[0], parts[0]
-        rows = np.concatenate(all_rows)
-        unique, inverse = np.unique(rows, return_inverse=True)
-        # bincount adds in array order: phrase by phrase, as the C loop does.
-        return unique, np.bincount(inverse, weights=np.concatenate(parts), minlength=unique.size)
+        if len(found) == 1:
+            return found[0][0], found[0][3].copy()
+        total = np.zeros(self.rows, dtype=np.float64)
+        matched = np.zeros(self.rows, dtype=bool)
+        for _, _, pos, part in found:
+            total[pos] += part     # phrase by phrase, as the C loop adds them
+            matched[pos] = True
+        where = np.flatnonzero(matched)
+        return self.ids[where], total[where]
 
 
 class LabelBm25:

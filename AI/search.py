@@ -330,27 +330,31 @@ def file_gains(scores: np.ndarray, files: np.ndarray, unit: float,
         scores: float64 (m,) fused scores of the candidates.
         files: int64 (m,) each candidate's file number, -1 for a candidate without one.
         unit: the gain of a chunk of the best file.
+        top: how many of a file's best candidates make its score (≥ 1).
 
     Returns:
         float64 (m,) gains (0 for candidates without a file); None when no file scores > 0.
     """
-    known = np.flatnonzero(files >= 0)
-    if not known.size:
+    known = files >= 0
+    every = bool(known.all())
+    if top < 1 or not files.size or not (every or known.any()):
         return None
-    order = known[np.lexsort((-scores[known], files[known]))]  # by file, best score first
-    f, s = files[order], scores[order]
-    starts = np.empty(f.size, dtype=bool)        # where each file's run begins
-    starts[0] = True
-    np.not_equal(f[1:], f[:-1], out=starts[1:])
-    group = np.cumsum(starts) - 1
-    take = np.arange(f.size) - np.flatnonzero(starts)[group] < top
+    f, s = (files, scores) if every else (files[known], scores[known])
+    order = np.lexsort((-s, f))                  # by file, best score first
+    f, s = f[order], s[order]
+    # Sorted so, a candidate is among its file's ``top`` best unless the one ``top`` places
+    # before it has the same file.
+    take = np.ones(f.size, dtype=bool)
+    if f.size > top:
+        np.not_equal(f[top:], f[:-top], out=take[top:])
     # bincount adds in array order: a file's best scores are summed best first.
-    totals = np.bincount(group[take], weights=s[take])
+    totals = np.bincount(f[take], weights=s[take])
     best = float(totals.max())
     if best <= 0:
         return None
-    gains = np.zeros(scores.shape[0], dtype=np.float64)
-    gains[order] = unit * totals[group] / best
+    gains = unit * totals[files] / best
+    if not every:
+        gains[~known] = 0.0
     return gains
 
 
@@ -460,6 +464,18 @@ def _union(*ids: np.ndarray) -> np.ndarray:
     keep[0] = True
     np.not_equal(out[1:], out[:-1], out=keep[1:])
     return out[keep]
+
+
+def _rows_of(table_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """int64 (m,): the row of each id in ``table_ids`` (ascending), -1 where it is absent."""
+    if not table_ids.size:
+        return np.full(ids.size, -1, dtype=np.int64)
+    rows = np.searchsorted(table_ids, ids)
+    np.minimum(rows, table_ids.size - 1, out=rows)
+    absent = table_ids[rows] != ids
+    if absent.any():
+        rows[absent] = -1
+    return rows
 
 
 class _Fused(NamedTuple):
@@ -806,13 +822,11 @@ class Retriever:
                     fused.values(), dtype=np.float64, count=len(fused))
         if label_rows.size:
             scores[np.searchsorted(ids, cache.ids[label_rows])] += label_gain
-        rows = np.full(ids.size, -1, dtype=np.int64)
-        if cache.ids.size and ids.size:
-            pos = np.minimum(np.searchsorted(cache.ids, ids), cache.ids.size - 1)
-            inside = cache.ids[pos] == ids
-            rows[inside] = pos[inside]
+        rows = _rows_of(cache.ids, ids)
         if self.file_weight and cache.file_of.size and ids.size:
-            files = np.where(rows >= 0, cache.file_of[np.maximum(rows, 0)], -1)
+            files = cache.file_of[rows]
+            if rows.size and rows.min() < 0:
+                files[rows < 0] = -1
             gains = file_gains(scores, files, self.file_weight * _UNIT)
             if gains is not None:
                 scores += gains
@@ -984,13 +998,14 @@ class Retriever:
     def _score_fusion(self, q: _Query, ids: np.ndarray, scores: np.ndarray) -> None:
         """Min-max normalised dense plus BM25/max, weighted, scaled to RRF units, into
         ``scores`` (float64 (m,), aligned with ``ids``, which holds every candidate)."""
+        # Both lists are best first: their first value is their maximum, the last their minimum.
         if q.dense_ids.size:
-            lo, hi = float(q.dense_vals.min()), float(q.dense_vals.max())
+            lo, hi = float(q.dense_vals[-1]), float(q.dense_vals[0])
             span = (hi - lo) or 1.0
             scores[np.searchsorted(ids, q.dense_ids)] = \
                 self.dense_weight * (q.dense_vals - lo) / span
         if q.lex_ids.size:
-            top = float(q.lex_scores.max()) or 1.0
+            top = float(q.lex_scores[0]) or 1.0
             scores[np.searchsorted(ids, q.lex_ids)] += self.lexical_weight * q.lex_scores / top
         scores *= _UNIT
 
