@@ -17,6 +17,8 @@ Two figures per size, each the median of ``--rounds`` queries after a warm-up:
    BM25 is scored in-process from FTS5's postings (``varaverk.lexical``), which are read
    once per word and index generation: "repeat words" cycles three questions (the steady
    state), "new words" asks about words no earlier query used (each reads its postings).
+   Chunks once read are kept per index generation too (``search.CHUNK_CACHE``), so after
+   the warm-up "repeat words" reads no chunk from SQLite.
 
 The load average is printed with the figures: the host is shared, and load moves them.
 """
