@@ -135,7 +135,7 @@ def absent_words(words: Iterable[str], vocabulary: Container[str],
         if len(toks) > 1:
             found = phrase_exists(toks)
         else:
-            found = any(v in vocabulary for v in inflections(toks[0]))
+            found = toks[0] in vocabulary or any(v in vocabulary for v in inflections(toks[0]))
         if not found:
             absent.append(word)
     return looked, tuple(absent)
