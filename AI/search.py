@@ -1278,10 +1278,12 @@ class Retriever:
         return out
 
 
-TINY_CHARS = 200
-# A tiny chunk (one option's paragraph, a bare heading, a banner's two lines) comes back with
-# the nearest chunks of its parent section up to this size: small-to-big for the result list,
-# which is what the model is handed, as ``expand`` does for a prompt.
+# A chunk shorter than this (one option's paragraph, a bare heading, a banner's lines, a
+# subsection of a few sentences) rarely holds a whole answer: it is "tiny" and comes back with
+# the nearest chunks of its parent section up to TINY_MERGE_CHARS, small-to-big for the result
+# list, as ``expand`` does for a prompt. Set with ai-eval on every dev corpus together, inside
+# the range of sizes that rank alike (lower, short subsections are left alone).
+TINY_CHARS = 600
 TINY_MERGE_CHARS = 1000
 
 

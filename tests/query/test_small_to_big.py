@@ -160,3 +160,25 @@ def test_a_long_first_result_does_not_crowd_out_the_next_match(tmp_path, model_s
     text, used = format_context(groups, budget)
     assert "[…]" not in text and {c.id for c in used} == given
     assert "3 bar" in text
+
+
+def _sentences(topic: str) -> str:
+    return " ".join(f"The {topic} note number {i} says something plain about {topic}."
+                    for i in range(6))
+
+
+def test_a_short_subsection_comes_back_with_its_sibling_subsections(tmp_path, model_server):
+    # A subsection of a few sentences is small, though not a bare line: the answer to its
+    # question often sits in the sibling subsection beside it.
+    page = ("# Cameras\n\n## Camera state\n\n### Turning a camera off\n\n" + _sentences("toggle")
+            + "\n\n### Toggle persistence\n\n" + _sentences("restart") + "\n\n"
+            "## Unrelated\n\n" + _sentences("zebra") + "\n")
+    retriever = _guide(tmp_path, model_server, {"docs/live.md": page})
+    stored = {c.title: c for c in retriever.index.chunks_for_path("docs/live.md")}
+    off = stored["Turning a camera off"]
+    assert 200 < len(off.text) < search.TINY_CHARS
+    hit = next(h for h in retriever.search("Turning a camera off toggle", 3)
+               if h.chunk.id == off.id)
+    assert hit.grown
+    assert stored["Toggle persistence"].text in hit.chunk.text
+    assert "zebra" not in hit.chunk.text
