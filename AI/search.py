@@ -1196,8 +1196,9 @@ class Retriever:
         The budget is split in two passes, so that a long result near the top cannot crowd
         out the match of a later one:
 
-        1. every hit's *seed* (the stored chunk that ranked, not the window ``search`` merged
-           around it) is given, best hit first, while it fits (the first always is);
+        1. best hit first, every hit is given its merged window whole when it fits, else its
+           *seed* (the stored chunk that ranked) and the part of the window nearest it within
+           ``WINDOW_SHARE`` of the budget left, while the seed fits (the first always does);
         2. then, best hit first, each given hit grows while the total fits: first with the
            rest of its merged window (nearest the seed first), then, for a part of a split
            chunk (``part > 0``) or a tiny chunk (under ``TINY_CHARS``, or ``Hit.grown``), with
@@ -1225,7 +1226,14 @@ class Retriever:
             window = [seed] + [n for n in win if n.id not in seen]
             size = _cost_of(window)
             if used + size > budget_chars:
+                # Too long whole: the part nearest the seed, within a share of what is left,
+                # so the hits after it still get their own chunk.
+                share = used + (budget_chars - used) * WINDOW_SHARE
                 window, size = [seed], _cost(seed, [])
+                for n in win:
+                    if n.id not in seen and used + size + _cost(n, window) <= share:
+                        size += _cost(n, window)
+                        window.append(n)
             seen.update(n.id for n in window)
             used += size
             group.extend(window)
@@ -1285,6 +1293,10 @@ class Retriever:
 # the range of sizes that rank alike (lower, short subsections are left alone).
 TINY_CHARS = 600
 TINY_MERGE_CHARS = 1000
+# The share of a prompt's remaining budget that a hit whose merged window does not fit whole
+# may spend on that window's nearest part before the hits after it get their own chunk (set
+# with ai-eval's prompt hit on every dev corpus together, inside the range that packs alike).
+WINDOW_SHARE = 0.7
 
 
 def _cost(chunk, group: Sequence[Any]) -> int:

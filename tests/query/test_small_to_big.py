@@ -182,3 +182,28 @@ def test_a_short_subsection_comes_back_with_its_sibling_subsections(tmp_path, mo
     assert hit.grown
     assert stored["Toggle persistence"].text in hit.chunk.text
     assert "zebra" not in hit.chunk.text
+
+
+def test_a_window_too_long_for_the_prompt_leaves_room_for_the_next_hit(pump, monkeypatch):
+    from varaverk.prompts import format_context
+    hits = pump.search("PUMP_SETTING_07 cistern", 2)
+    assert hits[0].grown and "cistern" in hits[1].chunk.text
+    purpose = hits[1].chunk
+    budget = len(hits[0].chunk.text)  # the window whole, with its labels, does not fit
+    default = search.WINDOW_SHARE
+    assert 0 < default < 1
+
+    def given(share: float) -> list[list]:
+        monkeypatch.setattr(search, "WINDOW_SHARE", share)
+        return pump.expand(hits, budget)
+
+    greedy = given(1.0)  # the window's nearest part spends everything: the next hit is lost
+    assert greedy[1] == [] and len(greedy[0]) > 1
+    shared = given(default)
+    assert [c.id for c in shared[1]] == [purpose.id]
+    # The seed and the paragraphs nearest it: a contiguous run around PUMP_SETTING_07.
+    numbers = sorted(int(c.title[-2:]) for c in shared[0])
+    assert 7 in numbers and len(numbers) > 1
+    assert numbers == list(range(numbers[0], numbers[-1] + 1))
+    text, _ = format_context(shared, budget)
+    assert "[…]" not in text and "cistern" in text
