@@ -226,6 +226,7 @@ def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
     """Kind and disk check of every tracked path of one source (the kind: ``_kind``)."""
     spec = spec or SourceSpec(DEFAULT_SOURCE, "repo", listing.root)
     verdicts = verdicts or (None, {})
+    folders: dict[str, str] = {}  # each folder is checked for links once (lstat_entry)
     entries = []
     for tracked in listing.entries:
         extra = (spec.name, tracked.path, listing.root)
@@ -235,21 +236,22 @@ def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
             continue
         path = spec.stored_path(tracked.path)
         kind, sniff_st = _kind(listing.root, tracked, spec, matcher,
-                               states.get(path) if states else None, verdicts)
+                               states.get(path) if states else None, verdicts, folders)
         if tracked.mode == sources.GITLINK_MODE:  # a folder of another repository
             entries.append(_Entry(path, kind, sources.REASON_SUBMODULE, None, *extra))
             continue
         if not kind:
             entries.append(_Entry(path, "", sources.REASON_NOT_DOC, sniff_st, *extra))
             continue
-        st, reason = sources.lstat_entry(listing.root, tracked)
+        st, reason = sources.lstat_entry(listing.root, tracked, folders)
         entries.append(_Entry(path, kind, reason, st, *extra))
     return entries
 
 
 def _kind(root: Path, tracked: sources.TrackedPath, spec: SourceSpec,
           matcher: sources.KindMatcher, stored: FileState | None,
-          verdicts: tuple[dict | None, dict]) -> tuple[str, os.stat_result | None]:
+          verdicts: tuple[dict | None, dict], folders: dict[str, str] | None = None
+          ) -> tuple[str, os.stat_result | None]:
     """One tracked path's kind ("" for none) and the lstat of a sniffed script (``_sniffed``).
 
     A repository path's kind is its globs' verdict (``matcher``: kind, or excluded), else for
@@ -273,11 +275,11 @@ def _kind(root: Path, tracked: sources.TrackedPath, spec: SourceSpec,
         found[path] = (kind, excluded)
     if kind or excluded:
         return kind, None
-    return _sniffed(root, tracked, stored)
+    return _sniffed(root, tracked, stored, folders)
 
 
-def _sniffed(root: Path, tracked: sources.TrackedPath, stored: FileState | None
-             ) -> tuple[str, os.stat_result | None]:
+def _sniffed(root: Path, tracked: sources.TrackedPath, stored: FileState | None,
+             folders: dict[str, str] | None = None) -> tuple[str, os.stat_result | None]:
     """``("header", st)`` for a script known by its shebang only, else ``("", st)``; ``st``
     is the path's lstat (None when it cannot be a script or cannot be read).
 
@@ -287,7 +289,7 @@ def _sniffed(root: Path, tracked: sources.TrackedPath, stored: FileState | None
     """
     if not sources.could_be_script(tracked):
         return "", None
-    st, reason = sources.lstat_entry(root, tracked)
+    st, reason = sources.lstat_entry(root, tracked, folders)
     if reason or st is None:
         return "", None
     if stored is not None and (stored.size, stored.mtime_ns) == (st.st_size, st.st_mtime_ns):

@@ -287,16 +287,27 @@ def check_symlink(root: Path, path: str) -> str:
     return REASON_SYMLINK_IN
 
 
-def resolves_as_tracked(root: Path, path: str) -> str:
+def resolves_as_tracked(root: Path, path: str, folders: dict[str, str] | None = None) -> str:
     """The skip reason when a parent folder of ``path`` is a symbolic link, else ``""``.
 
     ``path``'s folder must resolve (``os.path.realpath``, every component) to the same folder
     under the resolved repository root: a folder replaced by a link to a git-ignored folder or
     to one outside the repository would otherwise hand over a file git does not track.
+    ``folders``: ``{folder: reason}`` kept across one listing's paths, so each folder is
+    resolved once (a read checks again, uncached: ``open_tracked``).
     """
     parent = os.path.dirname(path)
     if not parent:
         return ""
+    if folders is not None and parent in folders:
+        return folders[parent]
+    reason = _folder_reason(root, parent)
+    if folders is not None:
+        folders[parent] = reason
+    return reason
+
+
+def _folder_reason(root: Path, parent: str) -> str:
     real_root = os.path.realpath(root)
     real_parent = os.path.realpath(os.path.join(real_root, parent))
     if real_parent == os.path.join(real_root, os.path.normpath(parent)):
@@ -330,12 +341,14 @@ def open_tracked(root: Path, path: str, expected: os.stat_result | None = None):
     return os.fdopen(fd, "rb")
 
 
-def lstat_entry(root: Path, entry: TrackedPath) -> tuple[os.stat_result | None, str]:
+def lstat_entry(root: Path, entry: TrackedPath, folders: dict[str, str] | None = None
+                ) -> tuple[os.stat_result | None, str]:
     """``os.lstat`` a tracked entry and say whether it can be read as a document.
 
     Returns ``(stat_result, "")`` for a regular file of at most ``MAX_DOCUMENT_BYTES``;
     ``(None, REASON_MISSING)`` when it is gone from the work tree; otherwise
-    ``(stat_result or None, reason)`` with the skip reason.
+    ``(stat_result or None, reason)`` with the skip reason. ``folders``: as
+    ``resolves_as_tracked`` takes it.
     """
     if entry.mode == GITLINK_MODE:
         return None, REASON_SUBMODULE
@@ -349,7 +362,7 @@ def lstat_entry(root: Path, entry: TrackedPath) -> tuple[os.stat_result | None, 
         return None, f"{REASON_UNREADABLE}: {exc.strerror or exc}"
     if stat.S_ISLNK(st.st_mode):
         return st, check_symlink(root, entry.path)
-    reason = resolves_as_tracked(root, entry.path)
+    reason = resolves_as_tracked(root, entry.path, folders)
     if reason:
         return None, reason
     if not stat.S_ISREG(st.st_mode):

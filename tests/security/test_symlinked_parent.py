@@ -81,3 +81,23 @@ def test_a_real_parent_folder_still_reads(tmp_path):
     # A repository reached through a linked folder is fine: only components inside it count.
     os.symlink(repo, tmp_path / "link-to-repo")
     assert sources.lstat_entry(tmp_path / "link-to-repo", entry)[1] == ""
+
+
+def test_each_folder_is_resolved_once_per_listing_and_a_read_checks_again(tmp_path):
+    repo = make_repo(tmp_path / "r", {"Guides/README-A.md": "# A\n", "Guides/README-B.md": "# B\n",
+                                      "Real/README-C.md": "# C\n"})
+    folders: dict[str, str] = {}
+    entries = [sources.TrackedPath(p, "100644")
+               for p in ("Guides/README-A.md", "Guides/README-B.md", "Real/README-C.md")]
+    assert [sources.lstat_entry(repo, e, folders)[1] for e in entries] == ["", "", ""]
+    assert folders == {"Guides": "", "Real": ""}
+    (tmp_path / "outside").mkdir()
+    for name in ("README-A.md", "README-B.md"):
+        (tmp_path / "outside" / name).write_text(HIDDEN)
+    shutil.rmtree(repo / "Guides")
+    os.symlink(tmp_path / "outside", repo / "Guides")
+    fresh: dict[str, str] = {}
+    assert [sources.lstat_entry(repo, e, fresh)[1] for e in entries] == \
+        [sources.REASON_PARENT_LINK_OUT, sources.REASON_PARENT_LINK_OUT, ""]
+    with pytest.raises(OSError):  # the read never trusts a listing's folder verdicts
+        sources.open_tracked(repo, "Guides/README-A.md")
