@@ -4,15 +4,17 @@ Layout (schema version ``SCHEMA_VERSION``, applied by the numbered migrations be
 in ``schema_migrations``):
 
 * ``meta(key, value)``: embedding backend, model and dimension (the vectors' provenance),
-  the backend/model the settings named, repository root, HEAD commit at the last build (a SHA
-  even on a detached HEAD), build time and duration, file and chunk counts, and a
+  the backend/model the settings named (``names_other_embedder``), repository root, HEAD
+  commit at the last build (a SHA even on a detached HEAD), build time and duration, file and
+  chunk counts, the globs' verdicts on script candidates (``varaverk.indexer``), and a
   ``generation`` counter bumped by every write so readers know when to reload.
 * ``files(path, kind, size, mtime_ns, sha256, status, reason, chunk_count, encoding)``: every
   tracked path, indexed or skipped with its reason, so ``--status`` accounts for all of them and
   an unchanged ``size``/``mtime_ns`` lets the indexer skip a file without reading it.
 * ``chunks(id, path, kind, section, title, start_line, end_line, part, text, context, meta, vec)``:
   ``vec`` is the embedding as a little-endian float32 BLOB, L2-normalised by us, so cosine
-  similarity is a dot product. Zero, non-finite or wrong-length vectors are never written.
+  similarity is a dot product. Zero, non-finite or wrong-length vectors are never written
+  and never read (``usable_rows``, the one rule for both).
 * ``chunks_fts``: FTS5 over ``context`` and ``text`` (external content, kept in step by
   triggers). The tokenizer keeps ``_`` inside words, so ``MOVER_STOP_TIMEOUT`` is one token;
   ``-`` separates, and a quoted query word becomes a phrase, so ``--force-delete`` still matches
