@@ -109,6 +109,7 @@ import sys
 # Nothing heavier at import: each step imports what it needs, so that `--help`, AI_ENABLED=false
 # and the no-op refresh stay near the cost of git ls-files (tests/benchmarks/bench_refresh.py).
 from varaverk import exitcodes
+from varaverk.cli import HelpFormatter
 from varaverk.config import add_config_option
 
 EPILOG = """\
@@ -127,7 +128,7 @@ modes:
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ai-index."""
     parser = argparse.ArgumentParser(
-        prog="ai-index", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        prog="ai-index", formatter_class=HelpFormatter, epilog=EPILOG,
         description="Index the tracked documentation of a git repository for ai-query and the "
                     "dock: script headers, README-*.md, Manual-*.md, Deployment templates and "
                     "top-level docs, embedded into one SQLite file under AI_DATA_DIR.")

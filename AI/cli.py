@@ -15,12 +15,38 @@ before ``main`` sets up logging (loading the settings) already read ``<program>:
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Callable, Sequence
 
 from varaverk import exitcodes
 from varaverk.errors import VaraverkError
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's raw-epilog formatter, told the terminal width as ``shutil`` would find it
+    (``COLUMNS``, else the terminal, else 80). argparse builds a formatter for every
+    ``add_argument`` and, given no width, imports ``shutil`` (and with it bz2 and lzma) on
+    every command start, though only ``--help`` and usage errors print anything."""
+
+    def __init__(self, prog: str, **kwargs) -> None:
+        kwargs.setdefault("width", _columns() - 2)
+        super().__init__(prog, **kwargs)
+
+
+def _columns() -> int:
+    """``shutil.get_terminal_size().columns``, with its fallback of 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):
+        return 80
 
 
 def run(program: str, main: Callable[[Sequence[str] | None], int],

@@ -172,6 +172,26 @@ def test_config_error_exits_78(tmp_path, model_server):
     assert "Traceback" not in proc.stderr
 
 
+def test_help_wraps_to_the_terminal_width_as_argparse_would(monkeypatch):
+    """The width comes from COLUMNS or the terminal, as argparse finds it, without argparse
+    importing shutil on every start (only --help prints)."""
+    import argparse
+
+    from varaverk import ai_index
+
+    for columns in ("60", "131"):
+        monkeypatch.setenv("COLUMNS", columns)
+        ours = ai_index.build_parser()
+        theirs = ai_index.build_parser()
+        theirs.formatter_class = argparse.RawDescriptionHelpFormatter
+        assert ours.format_help() == theirs.format_help()
+        assert ours.format_usage() == theirs.format_usage()
+    probe = ("import sys\nfrom varaverk.ai_index import build_parser\n"
+             "build_parser().parse_args(['-q'])\nprint('shutil' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
 def test_help_explains_modes_and_exit_codes():
     proc = subprocess.run([sys.executable, str(ENTRY), "--help"], capture_output=True, text=True)
     assert proc.returncode == 0
