@@ -481,9 +481,10 @@ def _rows_of(table_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
 class _Fused(NamedTuple):
     """The candidates of one hybrid query and their fused scores."""
 
-    ids: np.ndarray         # int64 (m,) chunk ids, ascending, unique
+    ids: np.ndarray         # int64 (m,) chunk ids, unique (ascending until _leading orders them)
     rows: np.ndarray        # int64 (m,) each one's vector-table row, -1 for none
     scores: np.ndarray      # float64 (m,) fused score in RRF units, boosts not yet added
+    routed: np.ndarray | None = None   # bool (m,) section routing boosts the table's row
 
 
 _EMPTY_IDS = np.zeros(0, dtype=np.int64)
@@ -751,25 +752,7 @@ class Retriever:
             return []
         rt = route(q.text) if self.routing else None
         q.boosted_section = rt.section if rt else None
-        keep, base = self._leading(q, fused, name_ids)
-        row_of = cache.row_of
-        # Dense scores for candidates found only lexically (for the threshold and the report).
-        if q.scores is not None:
-            for cid in keep:
-                if cid not in q.dense_of and cid in row_of:
-                    q.dense_of[cid] = float(q.scores[row_of[cid]])
-        # Chunk text is read only where ranking needs it: for the name boosts, and for
-        # candidates the vector table does not describe (no usable vector).
-        q.norm_names = [normalise_title(n) for n in q.names]
-        have_labels = len(cache.titles) == len(cache.ids)
-        read = keep if (q.norm_names or not have_labels) else [c for c in keep
-                                                                 if c not in row_of]
-        chunks = self._chunks(read, cache)
-        hits: list[Hit] = []
-        for cid, score in zip(keep, base):
-            hit = self._boosted_hit(q, cid, score, chunks.get(cid), have_labels)
-            if hit is not None:
-                hits.append(hit)
+        hits = self._boosted_hits(q, self._leading(q, fused, name_ids))
         prefer_headers(hits)
         hits.sort(key=lambda h: (-h.score, h.chunk.id))
         if self.reranker is not None:
@@ -871,54 +854,72 @@ class Retriever:
             cache.routed[key] = found
         return found
 
-    def _leading(self, q: _Query, fused: _Fused,
-                 name_ids: list[int]) -> tuple[list[int], list[float]]:
-        """The candidates worth reading and their fused scores: the best by fused score plus
-        section boost (what the vector table already knows; ties: lower id first), and every
-        chunk an exact name found. A chunk outside them cannot reach the top k except through
-        an exact name."""
+    def _leading(self, q: _Query, fused: _Fused, name_ids: list[int]) -> _Fused:
+        """The candidates worth reading: the best by fused score plus section boost (what the
+        vector table already knows; ties: lower id first), then every chunk an exact name
+        found. A chunk outside them cannot reach the top k except through an exact name.
+
+        Returns:
+            Their ids, table rows and fused scores (boosts not added), in that order, with
+            ``routed``: bool (m,), whether section routing boosts the table's row.
+        """
         prelim = fused.scores
         routed = self._routed_rows(q.cache, q.boosted_section)
+        boosted = np.zeros(fused.ids.size, dtype=bool)
         if routed is not None:
             inside = fused.rows >= 0
-            boosted = np.zeros(fused.ids.size, dtype=bool)
             boosted[inside] = routed[fused.rows[inside]]
             prelim = np.where(boosted, prelim + self.section_boost * _UNIT, prelim)
         order = np.lexsort((fused.ids, -prelim))[: q.k * 3 + 10]
-        keep = fused.ids[order].tolist()
-        base = fused.scores[order].tolist()
-        chosen = set(keep)
+        chosen = set(fused.ids[order].tolist())
         extra = [cid for cid in name_ids if cid not in chosen]
         if extra:
-            keep += extra
-            base += fused.scores[np.searchsorted(fused.ids, extra)].tolist()
-        return keep, base
+            order = np.concatenate((order, np.searchsorted(fused.ids, extra)))
+        return _Fused(fused.ids[order], fused.rows[order], fused.scores[order], boosted[order])
 
-    def _boosted_hit(self, q: _Query, cid: int, score: float, chunk,
-                     have_labels: bool) -> Hit | None:
-        """The Hit of one leading candidate with section and name boosts applied; None when
-        it fails the filters or vanished since the vector table was read."""
+    def _boosted_hits(self, q: _Query, lead: _Fused) -> list[Hit]:
+        """The Hits of the leading candidates with section and name boosts applied, in the
+        order given; a candidate that fails the filters or vanished since the vector table
+        was read is left out. Chunk text is read only where ranking needs it: for the name
+        boosts, and for candidates the vector table does not describe (no usable vector)."""
         cache = q.cache
-        row = cache.row_of.get(cid) if have_labels else None
-        if row is None:
-            if chunk is None or not self._passes(chunk, q.kind, q.section, q.sources):
-                return None
-            label, sec = chunk, (chunk.section or "").upper()
-        else:
-            if q.norm_names and chunk is None:
-                return None  # removed since the vector table was read
-            label = chunk or _Label(cid, cache.kinds[row], cache.titles[row])
-            sec = cache.sections[row]
-        boosted = self._routed(label.kind, sec, q.boosted_section)
-        if boosted:
-            score += self.section_boost * _UNIT
-        exact = False
-        if q.norm_names:
-            bonus, exact = _name_bonus(q.norm_names, label.title or "", chunk.text)
-            score += bonus
-        return Hit(label, score, dense=q.dense_of.get(cid), lexical=q.lex_of.get(cid),
-                   exact=exact, section_boosted=boosted, best_dense=q.best_dense,
-                   unknown=q.unknown)
+        q.norm_names = [normalise_title(n) for n in q.names]
+        have_labels = len(cache.titles) == len(cache.ids)
+        keep, rows = lead.ids.tolist(), lead.rows.tolist()
+        read = keep if (q.norm_names or not have_labels) else [c for c, r in zip(keep, rows)
+                                                                 if r < 0]
+        chunks = self._chunks(read, cache)
+        # Every row's cosine is known when dense ran (for the threshold and the report).
+        dense = (q.scores[lead.rows].tolist() if q.scores is not None
+                 else [None] * len(keep))
+        bonus = self.section_boost * _UNIT
+        hits: list[Hit] = []
+        for cid, row, score, routed, cos in zip(keep, rows, lead.scores.tolist(),
+                                                lead.routed.tolist(), dense):
+            chunk = chunks.get(cid)
+            if row < 0 or not have_labels:
+                if chunk is None or not self._passes(chunk, q.kind, q.section, q.sources):
+                    continue
+                boosted = self._routed(chunk.kind, (chunk.section or "").upper(),
+                                       q.boosted_section)
+                label = chunk
+            elif chunk is None:
+                if q.norm_names:
+                    continue  # removed since the vector table was read
+                label, boosted = _Label(cid, cache.kinds[row], cache.titles[row]), routed
+            else:
+                label = chunk
+                boosted = self._routed(chunk.kind, cache.sections[row], q.boosted_section)
+            if boosted:
+                score += bonus
+            exact = False
+            if q.norm_names:
+                name_bonus, exact = _name_bonus(q.norm_names, label.title or "", chunk.text)
+                score += name_bonus
+            hits.append(Hit(label, score, dense=cos if row >= 0 else None,
+                            lexical=q.lex_of.get(cid), exact=exact, section_boosted=boosted,
+                            best_dense=q.best_dense, unknown=q.unknown))
+        return hits
 
     def _merge_read(self, hits: list[Hit], k: int) -> list[Hit]:
         """``_merge_parts`` over ranked hits whose chunks may be labels only: reads the chunks
@@ -984,7 +985,8 @@ class Retriever:
         if c.part <= 0 and not block and not tiny:
             return []
         if c.path not in files:
-            files[c.path] = self._file_chunks(c.path)
+            # The table the search read (no second generation check per file).
+            files[c.path] = self._file_chunks(c.path, self._cache)
         if tiny:
             found = [s for s in files[c.path] if s.id == c.id or s.section == c.section]
         elif block:
@@ -1072,11 +1074,12 @@ class Retriever:
                 break
         return out
 
-    def _file_chunks(self, path: str) -> list[Any]:
+    def _file_chunks(self, path: str, cache: _TableCache | None = None) -> list[Any]:
         """Every chunk of one file in document order, kept for the index generation the
         vector table belongs to (up to ``FILE_CACHE`` files), since small-to-big reads the
-        same long pages again and again."""
-        files = self._table().files
+        same long pages again and again. ``cache``: the table a search already holds (None:
+        ask the index for its current one)."""
+        files = (cache or self._table()).files
         found = files.get(path)
         if found is None:
             if len(files) >= FILE_CACHE:
