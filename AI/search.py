@@ -515,6 +515,8 @@ class _TableCache:
     # (boosted section, routing kinds) -> bool (n,): the rows section routing boosts
     routed: dict[tuple, np.ndarray] = field(default_factory=dict)
     chunks: dict[int, Any] = field(default_factory=dict)   # id -> stored chunk, read before
+    # (path, section) -> that section's chunks in line order (small-to-big of tiny chunks)
+    sections_of: dict[tuple, list] = field(default_factory=dict)
     vocabulary: frozenset[str] | None = None    # every FTS5 token (coverage), lazily
 
 
@@ -984,10 +986,21 @@ class Retriever:
         tiny = _tiny(c)
         if c.part <= 0 and not block and not tiny:
             return []
+        cache = self._cache or self._table()   # the table the search read
         if c.path not in files:
-            # The table the search read (no second generation check per file).
-            files[c.path] = self._file_chunks(c.path, self._cache)
+            files[c.path] = self._file_chunks(c.path, cache)
         if tiny:
+            # A section's chunks in line order, kept per table (the same pages come back).
+            key = (c.path, c.section)
+            section = cache.sections_of.get(key)
+            if section is None:
+                section = [s for s in files[c.path] if s.section == c.section]
+                section.sort(key=lambda s: (s.start_line, s.part))
+                if len(cache.sections_of) >= 4 * FILE_CACHE:
+                    cache.sections_of.clear()
+                cache.sections_of[key] = section
+            if any(s.id == c.id for s in section):
+                return list(section)
             found = [s for s in files[c.path] if s.id == c.id or s.section == c.section]
         elif block:
             found = [s for s in files[c.path] if (s.meta or {}).get("block") == block]
