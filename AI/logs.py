@@ -57,14 +57,8 @@ def early_stderr(program: str) -> None:
     and what it warns about (an unknown key, a ``$VAR`` kept literally) must still read
     ``ai-index: warning: ...``. ``setup_logging`` replaces this handler.
     """
-    root = logging.getLogger("varaverk")
-    if any(getattr(h, _OURS, False) for h in root.handlers):
-        return
-    err = logging.StreamHandler(sys.stderr)
-    err.setLevel(logging.WARNING)
-    err.setFormatter(_StderrFormatter(program))
-    setattr(err, _OURS, True)
-    root.addHandler(err)
+    if not _our_handlers():
+        logging.getLogger("varaverk").addHandler(_stderr_handler(program, logging.WARNING))
 
 
 def setup_logging(settings, program: str, verbose: bool = False, quiet: bool = False,
@@ -81,23 +75,20 @@ def setup_logging(settings, program: str, verbose: bool = False, quiet: bool = F
     this function installed before, so tests can call it repeatedly.
     """
     root = logging.getLogger("varaverk")
-    for handler in list(root.handlers):
-        if getattr(handler, _OURS, False):
-            root.removeHandler(handler)
-            handler.close()
+    for handler in _our_handlers():
+        root.removeHandler(handler)
+        handler.close()
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     root.propagate = False
     secrets = [getattr(settings, k.lower(), "") or "" for k in SECRET_KEYS]
     redact = RedactSecrets(secrets)
     _last.update(log_dir=Path(settings.ai_log_dir), secrets=secrets)
 
-    err = logging.StreamHandler(sys.stderr)
-    err.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
-    err.setFormatter(_StderrFormatter(program))
+    err = _stderr_handler(program, logging.DEBUG if verbose
+                          else logging.WARNING if quiet else logging.INFO)
     err.addFilter(redact)
     if not verbose:
         err.addFilter(lambda record: not getattr(record, "detail", False))
-    setattr(err, _OURS, True)
     root.addHandler(err)
 
     if to_file:
@@ -105,6 +96,15 @@ def setup_logging(settings, program: str, verbose: bool = False, quiet: bool = F
         fh.setLevel(logging.DEBUG if verbose else logging.INFO)
         root.addHandler(fh)
     return logging.getLogger(f"varaverk.{program.replace('-', '_')}")
+
+
+def _stderr_handler(program: str, level: int) -> logging.Handler:
+    """A stderr handler of ours at ``level``, lines as ``_StderrFormatter`` writes them."""
+    err = logging.StreamHandler(sys.stderr)
+    err.setLevel(level)
+    err.setFormatter(_StderrFormatter(program))
+    setattr(err, _OURS, True)
+    return err
 
 
 def _file_handler(log_dir: Path, program: str, redact: logging.Filter) -> logging.FileHandler:
