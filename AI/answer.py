@@ -275,15 +275,14 @@ def _scope(turn: _Turn) -> tuple[str, ...]:
 def _escalation_target(turn: _Turn) -> str | None:
     """``chat``'s escalation: ``notes`` when the best match is in the operator's notes or
     chats, else ``varaverk``; the hits are then kept to the new profile's sources."""
+    from varaverk.named_sources import names_of_types
     original = turn.profile
     target = original.escalates_to
     if original.notes_escalation and turn.hits:
-        from varaverk.named_sources import names_of_types
         notes = names_of_types(turn.settings, get_profile(original.notes_escalation).source_types)
         if getattr(turn.hits[0].chunk, "source", "repo") in notes:
             target = original.notes_escalation
     if target and not turn.request.source_name:
-        from varaverk.named_sources import names_of_types
         allowed = set(names_of_types(turn.settings, get_profile(target).source_types))
         turn.hits = [h for h in turn.hits if getattr(h.chunk, "source", "repo") in allowed]
     return target
