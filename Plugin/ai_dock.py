@@ -178,14 +178,16 @@ def main(argv: list[str] | None = None) -> int:
     return run("ai-dock", _main, argv)
 
 
-def _binds_itself(cmd_args: str) -> bool:
-    """Whether gunicorn's own arguments (``GUNICORN_CMD_ARGS``) override the address."""
-    import shlex
+def _gunicorn_binds_itself() -> bool:
+    """Whether gunicorn's own arguments (``GUNICORN_CMD_ARGS``) set the address, read by
+    gunicorn's own parser; arguments it cannot parse are left for gunicorn to report."""
+    from gunicorn.config import Config
+
+    cfg = Config()
     try:
-        words = shlex.split(cmd_args)
-    except ValueError:
-        words = cmd_args.split()
-    return any(w in ("-b", "--bind") or w.startswith(("--bind=", "-b")) for w in words)
+        return bool(cfg.parser().parse_args(cfg.get_cmd_args_from_env()).bind)
+    except SystemExit:
+        return False
 
 
 def _main(argv: list[str] | None) -> int:
@@ -222,7 +224,7 @@ def _main(argv: list[str] | None) -> int:
     if args.config:
         os.environ["AI_CONFIG"] = str(Path(args.config).resolve())
     os.environ["AI_DOCK_BIND"] = settings.ai_dock_bind
-    if _binds_itself(os.environ.get("GUNICORN_CMD_ARGS", "")):
+    if _gunicorn_binds_itself():
         log.info("starting gunicorn; GUNICORN_CMD_ARGS sets the address it listens on")
     else:
         log.info("starting gunicorn on %s", url)
