@@ -317,8 +317,9 @@ def baseline_setup(repo_root: Path, embedder, cache_dir: Path | None = None,
             np.save(cache, matrix)
     matrix = np.ascontiguousarray(matrix, dtype=np.float32)
 
-    from varaverk.search import dense_scores, top_k, valid_rows
-    valid = valid_rows(matrix)
+    from varaverk.search import dense_scores, top_k
+    from varaverk.store import usable_rows
+    valid = usable_rows(matrix)
 
     def search(query: str, k: int):
         q = embedder.embed_query(query)

@@ -78,8 +78,6 @@ from varaverk.coverage import Coverage
 from varaverk.lexical import Bm25, LabelBm25
 from varaverk.routing import route
 from varaverk.store import STOPWORDS, fts_terms
-# Which rows may rank is the store's decision (vector validity has one home there).
-from varaverk.store import usable_rows as valid_rows
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +188,7 @@ def filter_mask(kinds: np.ndarray, sections: np.ndarray, kind: str | None = None
         kinds, sections: (n,) string arrays from the vector table.
         kind: keep only this kind (exact, e.g. "header"); None keeps all.
         section: keep only this section, compared case-insensitively; None keeps all.
-        base: a mask to start from (e.g. ``valid_rows``); None starts from all True.
+        base: a mask to start from (e.g. ``store.usable_rows``); None starts from all True.
     """
     mask = np.ones(len(kinds), dtype=bool) if base is None else base.copy()
     if kind:
@@ -500,7 +498,6 @@ class _TableCache:
     """Per vector-table arrays computed once (the table is cached by the index until it changes)."""
 
     table: Any
-    valid: np.ndarray
     row_of: dict[int, int]
     sections_upper: np.ndarray
     ids: np.ndarray                 # int64 (n,), ascending (the table is in id order)
@@ -592,7 +589,6 @@ class Retriever:
             ids = np.asarray(table.ids, dtype=np.int64)
             self._cache = _TableCache(
                 table=table,
-                valid=valid_rows(table.matrix),
                 row_of={int(i): r for r, i in enumerate(ids.tolist())},
                 sections_upper=np.char.upper(np.asarray(table.sections).astype(str)),
                 ids=ids,
@@ -634,7 +630,9 @@ class Retriever:
 
     def _mask(self, cache: _TableCache, kind: str | None, section: str | None,
               sources: frozenset[str] | None = None) -> np.ndarray:
-        mask = cache.valid.copy()
+        # Every row may rank: ``Index.vector_table`` leaves unusable vectors out
+        # (``store.usable_rows``, the one validity rule).
+        mask = np.ones(cache.ids.size, dtype=bool)
         if kind:
             mask &= np.asarray(cache.table.kinds) == kind
         if section:

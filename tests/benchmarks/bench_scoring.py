@@ -38,8 +38,8 @@ import numpy as np
 
 from varaverk.chunking import Chunk
 from varaverk.config import Settings
-from varaverk.search import Retriever, dense_scores, filter_mask, top_k, valid_rows
-from varaverk.store import FileRow, Index, IndexChanges
+from varaverk.search import Retriever, dense_scores, filter_mask, top_k
+from varaverk.store import FileRow, Index, IndexChanges, usable_rows
 
 DIM = 384
 KINDS = ("header", "readme", "manual", "template", "doc")
@@ -68,7 +68,7 @@ def bench_dense(n: int, rounds: int) -> float:
     matrix = unit_rows(n, rng)
     kinds = np.array([KINDS[i % len(KINDS)] for i in range(n)])
     sections = np.array([SECTIONS[i % len(SECTIONS)] for i in range(n)])
-    valid = valid_rows(matrix)
+    valid = usable_rows(matrix)
     q = unit_rows(1, rng)[0]
 
     def once():

@@ -86,7 +86,7 @@ def test_retriever_lexical_same_with_and_without_fts5_match(idx):
 
     r = Retriever(Settings(), idx, mode="lexical")
     cache = r._table()
-    mask = cache.valid.copy()
+    mask = r._mask(cache, None, None)
     for query in QUERIES + ["the café box"]:
         assert r._lexical(query, 3, cache, mask) == r._lexical_fts(query, 3, cache, mask)
     mask[0] = False  # a filtered-out row never comes back

@@ -7,7 +7,8 @@ import pytest
 
 from varaverk.routing import SHAPE_SECTIONS, route
 from varaverk.search import (dense_scores, exact_names, filter_mask, lexical_text,
-                             normalise_title, rrf, top_k, valid_rows)
+                             normalise_title, rrf, top_k)
+from varaverk.store import usable_rows as valid_rows
 
 
 def unit(*v):
