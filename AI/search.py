@@ -435,6 +435,7 @@ class _Query:
     mask: np.ndarray
     names: list[str]
     unknown: tuple[str, ...]
+    lexical: str = ""                         # ``lexical_text`` of the question
     pool: int = POOL
     scores: np.ndarray | None = None          # float32 (n,) cosine of every row, when dense ran
     best_dense: float | None = None
@@ -664,12 +665,12 @@ class Retriever:
         cache = self._table()
         q = _Query(text=query, k=max(1, int(k)), kind=kind, section=section, cache=cache,
                    mask=self._mask(cache, kind, section, wanted), names=exact_names(query),
-                   unknown=tuple(self._unknown_names(query, cache)), sources=wanted)
+                   unknown=tuple(self._unknown_names(query, cache)), sources=wanted,
+                   lexical=lexical_text(query))
         q.pool = max(POOL, q.k * 3)
         self._dense(q)
         if self.mode in ("hybrid", "lexical"):
-            q.lex_ids, q.lex_scores = self._lexical_scored(lexical_text(query), q.pool, cache,
-                                                           q.mask)
+            q.lex_ids, q.lex_scores = self._lexical_scored(q.lexical, q.pool, cache, q.mask)
             q.lex_rank = q.lex_ids.tolist()
             q.lex_of = dict(zip(q.lex_rank, q.lex_scores.tolist()))
         if self.mode == "dense":
@@ -691,7 +692,7 @@ class Retriever:
         if len(ranked) < _coverage.REF_RANK and q.scores is not None:
             # dense mode ranks only k; hybrid pools at least REF_RANK whenever the rows allow
             ranked = q.scores[top_k(q.scores, _coverage.REF_RANK, q.mask)]
-        words = fts_terms(lexical_text(q.text))
+        words = fts_terms(q.lexical)
         looked, absent = _coverage.absent_words(words, self._vocabulary(q.cache),
                                                 lambda toks: self._phrase_exists(q.cache, toks))
         return Coverage(_coverage.pool_margin(ranked), looked, absent)
