@@ -1023,12 +1023,6 @@ class Retriever:
             scores[np.searchsorted(ids, q.lex_ids)] += self.lexical_weight * q.lex_scores / top
         scores *= _UNIT
 
-    def _lexical(self, text: str, limit: int, cache: _TableCache,
-                 mask: np.ndarray) -> list[tuple[int, float]]:
-        """``_lexical_scored`` as ``[(chunk id, BM25)]``, best first."""
-        ids, scores = self._lexical_scored(text, limit, cache, mask)
-        return list(zip(ids.tolist(), scores.tolist()))
-
     def _lexical_scored(self, text: str, limit: int, cache: _TableCache,
                         mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """BM25 hits for free text, best first (ties: lower id first), at most ``limit``,
@@ -1070,7 +1064,8 @@ class Retriever:
 
     def _lexical_fts(self, text: str, limit: int, cache: _TableCache,
                      mask: np.ndarray) -> list[tuple[int, float]]:
-        """``_lexical`` through an FTS5 MATCH (the reference path; non-ASCII queries)."""
+        """``_lexical_scored`` through an FTS5 MATCH, as ``[(chunk id, BM25)]`` best first
+        (the reference path; non-ASCII queries)."""
         try:
             found = self.index.fts_search(text, limit * 2)
         except Exception as exc:  # a bad MATCH must cost the lexical half, not the query

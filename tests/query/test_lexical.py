@@ -87,11 +87,15 @@ def test_retriever_lexical_same_with_and_without_fts5_match(idx):
     r = Retriever(Settings(), idx, mode="lexical")
     cache = r._table()
     mask = r._mask(cache, None, None)
+
+    def lexical(query, limit):  # [(chunk id, BM25)] best first, as _lexical_fts gives them
+        ids, scores = r._lexical_scored(query, limit, cache, mask)
+        return list(zip(ids.tolist(), scores.tolist()))
+
     for query in QUERIES + ["the café box"]:
-        assert r._lexical(query, 3, cache, mask) == r._lexical_fts(query, 3, cache, mask)
+        assert lexical(query, 3) == r._lexical_fts(query, 3, cache, mask)
     mask[0] = False  # a filtered-out row never comes back
-    assert all(cid != int(cache.ids[0]) for cid, _ in r._lexical("MOVER_STOP_TIMEOUT rsync", 5,
-                                                                 cache, mask))
+    assert all(cid != int(cache.ids[0]) for cid, _ in lexical("MOVER_STOP_TIMEOUT rsync", 5))
 
 
 def test_scores_stay_equal_when_the_cache_restarts(idx, monkeypatch):
