@@ -243,7 +243,9 @@ def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
         if not kind:
             entries.append(_Entry(path, "", sources.REASON_NOT_DOC, sniff_st, *extra))
             continue
-        st, reason = sources.lstat_entry(listing.root, tracked, folders)
+        # A script known by its shebang was lstat-checked by the sniff (``_sniffed``).
+        st, reason = (sniff_st, "") if sniff_st is not None else \
+            sources.lstat_entry(listing.root, tracked, folders)
         entries.append(_Entry(path, kind, reason, st, *extra))
     return entries
 
