@@ -267,15 +267,16 @@ def _kind(root: Path, tracked: sources.TrackedPath, spec: SourceSpec,
         return spec.kind_of(tracked.path, matcher) or "", None
     known, found = verdicts
     path = spec.stored_path(tracked.path)
+    candidate = sources.could_be_script(tracked)
     if known is not None and stored is not None and path in known:
         kind, excluded = known[path]
-    elif known is not None and stored is not None and not sources.could_be_script(tracked):
+    elif known is not None and stored is not None and not candidate:
         kind, excluded = stored.kind, False  # never sniffed: as a glob left it
     else:
         kind, excluded = matcher.kind_of(tracked.path) or "", matcher.excluded(tracked.path)
-    if sources.could_be_script(tracked):
+    if candidate:
         found[path] = (kind, excluded)
-    if kind or excluded:
+    if kind or excluded or not candidate:
         return kind, None
     return _sniffed(root, tracked, stored, folders)
 
