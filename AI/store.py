@@ -145,7 +145,7 @@ def describe_embedder(backend: str, model: str, dimension: int | str | None) -> 
     return f"{backend}/{model}{dims}"
 
 
-def mismatch_message(stored: dict, backend: str, model: str, dimension: int | None) -> str:
+def _mismatch_message(stored: dict, backend: str, model: str, dimension: int | None) -> str:
     """The refusal of another embedder: what the index was built with, what this run uses, and what to do."""
     built = describe_embedder(stored.get("embed_backend", "?"), stored.get("embed_model", "?"),
                               stored.get("embed_dimension"))
@@ -242,7 +242,7 @@ def check_compatible(meta: dict, backend: str, model: str, dimension: int | None
     ``backend``/``model`` (and ``dimension``, when given and recorded). An index without
     vectors is compatible with anything.
 
-    The message (``mismatch_message``) names both embedders and the fix.
+    The message (``_mismatch_message``) names both embedders and the fix.
     """
     if not meta.get("embed_backend"):
         return
@@ -250,7 +250,7 @@ def check_compatible(meta: dict, backend: str, model: str, dimension: int | None
     if same and dimension is not None and meta.get("embed_dimension"):
         same = int(meta["embed_dimension"]) == int(dimension)
     if not same:
-        raise IndexMismatch(mismatch_message(meta, backend, model, dimension))
+        raise IndexMismatch(_mismatch_message(meta, backend, model, dimension))
 
 
 def names_other_embedder(meta: dict, backend: str, model: str) -> bool:
