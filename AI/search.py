@@ -356,27 +356,6 @@ def file_gains(scores: np.ndarray, files: np.ndarray, unit: float,
     return gains
 
 
-def file_evidence(fused: dict[int, float], file_of: dict[int, int], unit: float,
-                  top: int = FILE_TOP) -> dict[int, float]:
-    """``file_gains`` over dictionaries.
-
-    Args:
-        fused: {chunk id: fused score} of the candidates.
-        file_of: {chunk id: file number}; candidates missing from it gain nothing.
-        unit: the gain of a chunk of the best file.
-
-    Returns:
-        {chunk id: gain} for the candidates in ``file_of`` (empty when no file scores > 0).
-    """
-    ids = list(fused)
-    gains = file_gains(np.fromiter(fused.values(), dtype=np.float64, count=len(ids)),
-                       np.fromiter((file_of.get(c, -1) for c in ids), dtype=np.int64,
-                                   count=len(ids)), unit, top)
-    if gains is None:
-        return {}
-    return {cid: g for cid, g in zip(ids, gains.tolist()) if cid in file_of}
-
-
 def _file_stem(path: str) -> str:
     """A file's name without folders and extensions: ``docs/turn-howto.md`` -> ``turn-howto``."""
     name = path.rsplit("/", 1)[-1]

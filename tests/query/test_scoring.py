@@ -156,16 +156,18 @@ def test_top_k_threshold_path_equals_a_full_sort():
     assert top_k(scores, 50).tolist() == np.argsort(-scores, kind="stable")[:50].tolist()
 
 
-def test_file_evidence_favours_the_file_that_matches_as_a_whole():
-    from varaverk.search import file_evidence
-    # file 0: three moderate candidates; file 1: one look-alike scoring highest alone
-    fused = {1: 0.5, 2: 0.4, 3: 0.3, 4: 0.45, 9: 0.2, 10: 0.6}
-    files = {1: 0, 2: 0, 3: 0, 10: 1, 9: 2}
-    gain = file_evidence(fused, files, unit=1.0, top=3)
-    assert gain == {1: 1.0, 2: 1.0, 3: 1.0, 10: pytest.approx(0.6 / 1.2), 9: pytest.approx(0.2 / 1.2)}
-    assert 4 not in gain   # no known file: no gain
-    assert file_evidence({1: 0.0}, {1: 0}, unit=1.0) == {}
-    assert file_evidence({}, {}, unit=1.0) == {}
+def test_file_gains_favour_the_file_that_matches_as_a_whole():
+    from varaverk.search import file_gains
+    # file 0: three moderate candidates; file 1: one look-alike scoring highest alone;
+    # candidate 4 has no known file (-1)
+    ids = [1, 2, 3, 4, 9, 10]
+    scores = np.array([0.5, 0.4, 0.3, 0.45, 0.2, 0.6])
+    files = np.array([0, 0, 0, -1, 2, 1])
+    gain = dict(zip(ids, file_gains(scores, files, unit=1.0, top=3).tolist()))
+    assert gain == {1: 1.0, 2: 1.0, 3: 1.0, 10: pytest.approx(0.6 / 1.2), 9: pytest.approx(0.2 / 1.2),
+                    4: 0.0}   # no known file: no gain
+    assert file_gains(np.array([0.0]), np.array([0]), unit=1.0) is None
+    assert file_gains(np.zeros(0), np.zeros(0, dtype=np.int64), unit=1.0) is None
 
 
 def test_label_bm25_scores_heading_trail_title_and_file_name():
