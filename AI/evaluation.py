@@ -126,8 +126,7 @@ def context_hit(results: Sequence[tuple[str, str]], q: Question,
         piece = text[: budget - used]
         parts.append(piece)
         used += len(piece) + 1
-    context = normalise_answer("\n".join(parts))
-    return all(normalise_answer(a) in context for a in q.answer_contains)
+    return context_holds("\n".join(parts), q)
 
 
 def context_holds(context: str, q: Question) -> bool:
