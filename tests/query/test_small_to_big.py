@@ -9,8 +9,9 @@ import pytest
 
 from tests.query.conftest import query_settings
 from tests.support.repos import make_repo
-from varaverk import search
-from varaverk.search import Retriever, _around
+from varaverk import windows
+from varaverk.search import Retriever
+from varaverk.windows import _around
 
 
 def _script(keys: int) -> str:
@@ -39,18 +40,18 @@ def pump(tmp_path, model_server):
 def test_a_tiny_chunk_comes_back_with_its_parent_section(pump):
     stored = {c.title: c for c in pump.index.chunks_for_path("Tools/pump.sh")}
     seed = stored["PUMP_SETTING_07"]
-    assert len(seed.text) < search.TINY_CHARS
+    assert len(seed.text) < windows.TINY_CHARS
     [hit] = pump.search("PUMP_SETTING_07", 1)
     assert hit.chunk.id == seed.id and hit.grown
     text = hit.chunk.text
-    assert seed.text.strip() in text and len(text) <= search.TINY_MERGE_CHARS
+    assert seed.text.strip() in text and len(text) <= windows.TINY_MERGE_CHARS
     # Its nearest siblings on both sides, never another section's paragraphs.
     assert stored["PUMP_SETTING_06"].text.strip() in text
     assert stored["PUMP_SETTING_08"].text.strip() in text
     assert "--dry-run" not in text and "cistern" not in text
     config = sorted((c for c in stored.values() if c.section == "CONFIGURATION"),
                     key=lambda c: c.start_line)
-    assert sum(len(c.text) for c in config) > search.TINY_MERGE_CHARS  # so it is a window
+    assert sum(len(c.text) for c in config) > windows.TINY_MERGE_CHARS  # so it is a window
     inside = [c for c in config if c.text.strip() in text]
     assert hit.chunk.start_line == inside[0].start_line
     assert hit.chunk.end_line == inside[-1].end_line
@@ -64,7 +65,7 @@ def test_a_tiny_chunk_comes_back_with_its_parent_section(pump):
 
 
 def test_a_chunk_that_is_not_tiny_is_returned_as_stored(pump, monkeypatch):
-    monkeypatch.setattr(search, "TINY_CHARS", 0)
+    monkeypatch.setattr(windows, "TINY_CHARS", 0)
     [hit] = pump.search("PUMP_SETTING_07", 1)
     stored = {c.id: c for c in pump.index.chunks_for_path("Tools/pump.sh")}
     assert not hit.grown and hit.chunk.text == stored[hit.chunk.id].text
@@ -116,7 +117,7 @@ def test_parts_of_one_section_never_repeat_each_others_lines(tmp_path, model_ser
                    key=lambda c: c.part)
     assert len(parts) >= 4
     # A window of about two parts, so every part that ranks grows into a neighbour.
-    monkeypatch.setattr(search, "MERGE_CHARS", max(len(c.text) for c in parts) * 2 + 10)
+    monkeypatch.setattr(windows, "MERGE_CHARS", max(len(c.text) for c in parts) * 2 + 10)
     hits = retriever.search("w0x1 w39x2 paragraph", 10)
     assert len(hits) >= 3
     assert any(len([p for p in parts if p.text.strip() in h.chunk.text]) > 1 for h in hits)
@@ -143,7 +144,7 @@ def test_a_long_first_result_does_not_crowd_out_the_next_match(tmp_path, model_s
         "docs/guide.md": LONG,
         "docs/short.md": "# Pump\n\n## Valve\n\nThe valve w0x1 opens at 3 bar.\n"})
     parts = [c for c in retriever.index.chunks_for_path("docs/guide.md") if c.part > 0]
-    monkeypatch.setattr(search, "MERGE_CHARS", max(len(c.text) for c in parts) * 2 + 10)
+    monkeypatch.setattr(windows, "MERGE_CHARS", max(len(c.text) for c in parts) * 2 + 10)
     hits = retriever.search("w0x1 w0x2 w0x3 paragraph", 10)
     first, valve = hits[0], next(h for h in hits if h.chunk.path == "docs/short.md")
     assert first.chunk.path == "docs/guide.md" and first.chunk.id in {c.id for c in parts}
@@ -176,7 +177,7 @@ def test_a_short_subsection_comes_back_with_its_sibling_subsections(tmp_path, mo
     retriever = _guide(tmp_path, model_server, {"docs/live.md": page})
     stored = {c.title: c for c in retriever.index.chunks_for_path("docs/live.md")}
     off = stored["Turning a camera off"]
-    assert 200 < len(off.text) < search.TINY_CHARS
+    assert 200 < len(off.text) < windows.TINY_CHARS
     hit = next(h for h in retriever.search("Turning a camera off toggle", 3)
                if h.chunk.id == off.id)
     assert hit.grown
@@ -190,11 +191,11 @@ def test_a_window_too_long_for_the_prompt_leaves_room_for_the_next_hit(pump, mon
     assert hits[0].grown and "cistern" in hits[1].chunk.text
     purpose = hits[1].chunk
     budget = len(hits[0].chunk.text)  # the window whole, with its labels, does not fit
-    default = search.WINDOW_SHARE
+    default = windows.WINDOW_SHARE
     assert 0 < default < 1
 
     def given(share: float) -> list[list]:
-        monkeypatch.setattr(search, "WINDOW_SHARE", share)
+        monkeypatch.setattr(windows, "WINDOW_SHARE", share)
         return pump.expand(hits, budget)
 
     greedy = given(1.0)  # the window's nearest part spends everything: the next hit is lost

@@ -1,0 +1,276 @@
+"""Context windows: small-to-big merging of results and packing a prompt's context.
+
+Two steps around ranking (``varaverk.search``) use this module:
+
+1. **Merging results** (``merge_parts``, small-to-big for the result list). A ranked part of a
+   split section comes back as its siblings joined in line order, nearest first, up to
+   ``MERGE_CHARS``; a tiny chunk (under ``TINY_CHARS``: one option's paragraph, a bare heading,
+   a banner's lines) comes back with the nearest chunks of its parent section, up to
+   ``TINY_MERGE_CHARS``. Two results never hold the same lines, and a window is contiguous.
+2. **Packing a prompt** (``expand``, small-to-big for the prompt). Every hit's own chunk
+   first, best first, then each grows with its merged window and the rest of its section,
+   within a character budget counted as ``varaverk.prompts.format_context`` lays the groups
+   out (citation labels included).
+
+Chunks are ``varaverk.store.StoredChunk`` (``id``, ``path``, ``section``, ``title``, ``part``,
+``start_line``, ``end_line``, ``text``, ``citation``, ``meta``); hits are
+``varaverk.search.Hit``. The caller owns reading and caching chunks: it passes
+``file_chunks(path) -> that file's chunks in document order`` and, for merging,
+``section_chunks(path, section) -> that section's chunks in line order``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable, Sequence
+
+MERGE_CHARS = 2500          # a split section is returned whole up to this size
+# A chunk shorter than this (one option's paragraph, a bare heading, a banner's lines, a
+# subsection of a few sentences) rarely holds a whole answer: it is "tiny" and comes back with
+# the nearest chunks of its parent section up to TINY_MERGE_CHARS, small-to-big for the result
+# list, as ``expand`` does for a prompt. Set with ai-eval on every dev corpus together, inside
+# the range of sizes that rank alike (lower, short subsections are left alone).
+TINY_CHARS = 600
+TINY_MERGE_CHARS = 1000
+# The share of a prompt's remaining budget that a hit whose merged window does not fit whole
+# may spend on that window's nearest part before the hits after it get their own chunk (set
+# with ai-eval's prompt hit on every dev corpus together, inside the range that packs alike).
+WINDOW_SHARE = 0.7
+
+FileChunks = Callable[[str], list]
+SectionChunks = Callable[[str, str], list]
+
+
+# ---------------------------------------------------------------------------------------------
+# Merging results
+# ---------------------------------------------------------------------------------------------
+
+def merge_parts(hits: list, k: int, file_chunks: FileChunks,
+                section_chunks: SectionChunks) -> list:
+    """Return a split section as one result (small-to-big over the result list).
+
+    A long section is stored as parts (``part`` 1..n, same path, section and title); a
+    commented YAML block as one chunk per documented key with ``meta["block"]`` naming the
+    block. When a part or a key of a block ranks, the result becomes its siblings joined
+    in line order, nearest first, up to ``MERGE_CHARS`` (the whole section when it fits),
+    with the merged line range; lower-ranked siblings already covered by it are dropped.
+    A question about a long reference page then gets the paragraph around its match, not
+    a fragment of it. A tiny chunk grows the same way within its parent section, up to
+    ``TINY_MERGE_CHARS``, and its hit is marked ``grown``.
+
+    Args:
+        hits: ranked hits with stored chunks, best first.
+        k: the most results to return.
+        file_chunks, section_chunks: the caller's chunk readers (module docstring).
+
+    Returns:
+        Up to k hits; a merged one is a copy whose chunk is a copy with the joined text.
+    """
+    out: list = []
+    covered: set[int] = set()
+    files: dict[str, list] = {}
+    for hit in hits:
+        if len(out) >= k:
+            break
+        c = hit.chunk
+        if c.id in covered:
+            continue
+        siblings = _siblings(c, files, file_chunks, section_chunks)
+        pos = next((i for i, s in enumerate(siblings) if s.id == c.id), None)
+        if pos is None:
+            out.append(hit)
+            covered.add(c.id)
+            continue
+        # Siblings an earlier result holds are walls: the same lines twice would spend the
+        # context budget twice.
+        walls = {i for i, s in enumerate(siblings) if s.id in covered}
+        parts = _around(siblings, pos, _merge_cap(c), walls)
+        covered.update(s.id for s in parts)
+        if len(parts) > 1:
+            merged = replace(c, text="\n".join(s.text.rstrip("\n") for s in parts),
+                             start_line=parts[0].start_line, end_line=parts[-1].end_line)
+            hit = replace(hit, chunk=merged, grown=_tiny(c))
+        out.append(hit)
+    return out
+
+
+def _siblings(c, files: dict[str, list], file_chunks: FileChunks,
+              section_chunks: SectionChunks) -> list:
+    """The chunks a hit merges with, in line order (itself included); [] for none: the
+    parts of a split section, the keys of a YAML block, or for a tiny chunk the rest of
+    its parent section (the same file and section). ``files``: the file chunks one merge
+    has read, by path."""
+    block = (getattr(c, "meta", None) or {}).get("block")
+    tiny = _tiny(c)
+    if c.part <= 0 and not block and not tiny:
+        return []
+    if c.path not in files:
+        files[c.path] = file_chunks(c.path)
+    if tiny:
+        section = section_chunks(c.path, c.section)
+        if any(s.id == c.id for s in section):
+            return list(section)
+        found = [s for s in files[c.path] if s.id == c.id or s.section == c.section]
+    elif block:
+        found = [s for s in files[c.path] if (s.meta or {}).get("block") == block]
+    else:
+        found = [s for s in files[c.path]
+                 if s.part > 0 and s.section == c.section and s.title == c.title]
+    found.sort(key=lambda s: (s.start_line, s.part))
+    return found
+
+
+def _tiny(chunk) -> bool:
+    """Whether a chunk is too small to answer from alone: under ``TINY_CHARS`` and neither a
+    part of a split section nor a key of a YAML block (those merge with their siblings)."""
+    return chunk.part <= 0 and not (getattr(chunk, "meta", None) or {}).get("block") \
+        and len(chunk.text) < TINY_CHARS
+
+
+def _merge_cap(chunk) -> int:
+    """The most characters a result grown from ``chunk`` may hold (``_around``)."""
+    return TINY_MERGE_CHARS if _tiny(chunk) else MERGE_CHARS
+
+
+def _around(siblings: list, pos: int, cap: int = MERGE_CHARS,
+            walls: set[int] | frozenset[int] = frozenset()) -> list:
+    """``siblings[pos]`` and a contiguous run of its nearest siblings, taken alternately
+    after and before, while the texts together stay within ``cap`` characters; in line
+    order. The run stops at an index in ``walls`` (siblings an earlier result already
+    holds), so a merged result never repeats another's lines, and at a sibling too long to
+    fit, so it never claims lines it skipped."""
+    chosen = [pos]
+    used = len(siblings[pos].text)
+    lo, hi = pos - 1, pos + 1
+    after = True
+
+    def fits(j: int) -> bool:
+        return 0 <= j < len(siblings) and j not in walls and used + len(siblings[j].text) <= cap
+
+    while fits(hi) or fits(lo):
+        j = hi if fits(hi) and (after or not fits(lo)) else lo
+        chosen.append(j)
+        used += len(siblings[j].text)
+        if j == hi:
+            hi += 1
+        else:
+            lo -= 1
+        after = not after
+    return [siblings[j] for j in sorted(chosen)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Packing a prompt
+# ---------------------------------------------------------------------------------------------
+
+def expand(hits: Sequence[Any], budget_chars: int, file_chunks: FileChunks) -> list[list[Any]]:
+    """Hand each hit with its neighbouring parts / parent section, within a budget.
+
+    The budget is split in two passes, so that a long result near the top cannot crowd
+    out the match of a later one:
+
+    1. best hit first, every hit is given its merged window whole when it fits, else its
+       *seed* (the stored chunk that ranked) and the part of the window nearest it within
+       ``WINDOW_SHARE`` of the budget left, while the seed fits (the first always does);
+    2. then, best hit first, each given hit grows while the total fits: first with the
+       rest of its merged window (nearest the seed first), then, for a part of a split
+       chunk (``part > 0``) or a tiny chunk (under ``TINY_CHARS``, or ``Hit.grown``), with
+       the other parts of that chunk or the rest of its parent section.
+
+    A chunk is never given twice.
+
+    Args:
+        hits: ranked hits (``Retriever.search`` output), best first.
+        budget_chars: the most characters of context to hand over, counted as
+            ``varaverk.prompts.format_context`` lays the groups out (citation labels and
+            blank lines included), so a context made of them is never cut.
+        file_chunks: the caller's reader of a file's stored chunks (module docstring).
+
+    Returns:
+        One list of chunks per hit (its seed included, in line order); a hit whose seed
+        did not fit, or that an earlier hit already holds, gets an empty list.
+    """
+    plans = [_expansion(h, file_chunks) for h in hits]
+    groups: list[list[Any]] = [[] for _ in hits]
+    seen: set[int] = set()
+    used = 0
+    for group, (seed, win, _) in zip(groups, plans):
+        if seed.id in seen or (used + _cost(seed, group) > budget_chars and used):
+            continue
+        window = [seed] + [n for n in win if n.id not in seen]
+        size = _cost_of(window)
+        if used + size > budget_chars:
+            # Too long whole: the part nearest the seed, within a share of what is left,
+            # so the hits after it still get their own chunk.
+            share = used + (budget_chars - used) * WINDOW_SHARE
+            window, size = [seed], _cost(seed, [])
+            for n in win:
+                if n.id not in seen and used + size + _cost(n, window) <= share:
+                    size += _cost(n, window)
+                    window.append(n)
+        seen.update(n.id for n in window)
+        used += size
+        group.extend(window)
+    for group, (_, win, extra) in zip(groups, plans):
+        if not group:
+            continue
+        for n in win + extra:
+            if n.id not in seen and used + _cost(n, group) <= budget_chars:
+                seen.add(n.id)
+                used += _cost(n, group)
+                group.append(n)
+        group.sort(key=lambda x: (x.start_line, x.part))
+    return groups
+
+
+def _expansion(hit, file_chunks: FileChunks) -> tuple[Any, list[Any], list[Any]]:
+    """(seed, window, extra) for ``expand``: the stored chunk that ranked; the other
+    chunks of the window ``merge_parts`` merged around it, nearest the seed first; and its
+    ``_neighbours`` outside that window when it is a part or tiny. A hit that was not
+    merged is its own seed with an empty window."""
+    c = hit.chunk
+    stored = {n.id: n for n in file_chunks(c.path)}
+    seed = stored.get(c.id)
+    window: list[Any] = []
+    if seed is None or (seed.start_line, seed.end_line) == (c.start_line, c.end_line):
+        seed = c
+    else:
+        window = sorted((n for n in stored.values() if n.id != seed.id
+                         and c.start_line <= n.start_line and n.end_line <= c.end_line),
+                        key=lambda n: abs(n.start_line - seed.start_line))
+    extra: list[Any] = []
+    if seed.part > 0 or hit.grown or len(seed.text) < TINY_CHARS:
+        taken = {n.id for n in window}
+        extra = [n for n in _neighbours(seed, file_chunks) if n.id not in taken]
+    return seed, window, extra
+
+
+def _neighbours(chunk, file_chunks: FileChunks) -> list[Any]:
+    """Chunks of the same file that belong with ``chunk``: the other parts of a split
+    chunk (same section and title), or, for a tiny chunk, the rest of its section; nearest
+    in the file first."""
+    out = []
+    for n in file_chunks(chunk.path):
+        if n.id == chunk.id:
+            continue
+        if chunk.part > 0:
+            if n.part > 0 and n.section == chunk.section and n.title == chunk.title:
+                out.append(n)
+        elif chunk.section and n.section == chunk.section:
+            out.append(n)
+    out.sort(key=lambda x: abs(x.start_line - chunk.start_line))
+    return out
+
+
+def _cost(chunk, group: Sequence[Any]) -> int:
+    """Characters ``chunk`` adds to a prompt's context when joined to ``group``: its text and
+    line break, its citation label unless the group already carries it, and the blank line
+    between groups when it opens one (``varaverk.prompts.format_context``'s layout)."""
+    labelled = any(g.citation == chunk.citation for g in group)
+    return len(chunk.text) + 1 + (0 if labelled else len(chunk.citation) + 3) + \
+        (0 if group else 2)
+
+
+def _cost_of(chunks: Sequence[Any]) -> int:
+    """``_cost`` of a group made of ``chunks`` in that order."""
+    return sum(_cost(c, chunks[:i]) for i, c in enumerate(chunks))
