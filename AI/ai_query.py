@@ -137,6 +137,7 @@ import sys
 from pathlib import Path
 
 from varaverk import exitcodes
+from varaverk.cli import HelpFormatter
 from varaverk.config import add_config_option
 from varaverk.chunking import KINDS
 
@@ -150,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="ai-query",
         description="Answer a question from the repository's indexed documentation, with "
                     "sources. --search prints the matching chunks verbatim and needs no model.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
         epilog=exitcodes.epilog(exitcodes.OK, exitcodes.FAILURE, exitcodes.USAGE,
                                 exitcodes.MISMATCH, exitcodes.NO_INDEX, exitcodes.UNAVAILABLE,
                                 exitcodes.CONFIG, exitcodes.INTERRUPTED))

@@ -123,6 +123,7 @@ import sys
 from pathlib import Path
 
 from varaverk import exitcodes
+from varaverk.cli import HelpFormatter
 from varaverk.config import ConfigError, add_config_option, load_settings
 from varaverk.logs import setup_logging
 from varaverk_dock.security import check_bind, dock_url, parse_bind
@@ -139,7 +140,7 @@ def gunicorn_command(conf: Path = GUNICORN_CONF) -> list[str]:
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="ai-dock", description="Serve Varaverk's chat page and API (gunicorn).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
         epilog=exitcodes.epilog(exitcodes.OK, exitcodes.FAILURE, exitcodes.USAGE,
                                 exitcodes.CONFIG, exitcodes.INTERRUPTED))
     add_config_option(parser)

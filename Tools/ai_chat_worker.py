@@ -90,6 +90,7 @@ import sys
 
 from varaverk import exitcodes
 from varaverk.answer import TurnRequest, run_turn
+from varaverk.cli import HelpFormatter
 from varaverk.errors import UsageError, exit_code_for_kind
 
 
@@ -105,7 +106,7 @@ def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(
         prog="ai-chat-worker",
         description="Answer one chat turn: a TurnRequest JSON on stdin, NDJSON events on stdout.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
         epilog=exitcodes.epilog())
     add_config_option(parser)
     parser.add_argument("--token-db", help="append a ledger row for the completed turn here")

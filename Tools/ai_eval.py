@@ -98,6 +98,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from varaverk import exitcodes
+from varaverk.cli import HelpFormatter
 from varaverk.config import add_config_option
 
 log = logging.getLogger("varaverk.eval")
@@ -110,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Measure retrieval on question files (shared eval format): recall@1/@5/@10, MRR, "
         "context hit, answerable questions refused and unanswerable ones caught, per corpus "
         "and as the macro average, for several setups side by side."),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
         epilog=exitcodes.epilog(exitcodes.OK, exitcodes.FAILURE, exitcodes.USAGE,
                                 exitcodes.CONFIG, exitcodes.INTERRUPTED))
     p.add_argument("corpora", nargs="+", metavar="QA.jsonl[=REPO]",

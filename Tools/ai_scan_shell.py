@@ -76,13 +76,14 @@ import sys
 from pathlib import Path
 
 from varaverk import exitcodes
+from varaverk.cli import HelpFormatter
 from varaverk.shell_scan import scan
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ai-scan-shell",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
         description="Report destructive commands in a shell script or a Markdown answer.",
         epilog="exit codes:\n  0   nothing destructive found\n"
                "  1   a destructive operation was found (also: an unexpected failure)\n"

@@ -126,6 +126,7 @@ import httpx
 
 from varaverk import exitcodes, ledger
 from varaverk.atomic_files import write_atomic
+from varaverk.cli import HelpFormatter
 from varaverk.config import ConfigError, Settings, add_config_option, load_settings
 from varaverk.logs import setup_logging
 
@@ -370,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Pull partner hosts' token ledgers into AI_TOKEN_CACHE_DIR "
         "(pull only; this host's own ledger is never written).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
         epilog=exitcodes.epilog(exitcodes.OK, exitcodes.FAILURE, exitcodes.USAGE,
                                 exitcodes.LOCKED, exitcodes.CONFIG, exitcodes.INTERRUPTED))
     add_config_option(parser)

@@ -94,6 +94,7 @@ import filelock
 import git
 
 from varaverk import exitcodes
+from varaverk.cli import HelpFormatter
 from varaverk.config import Settings, add_config_option, load_settings
 from varaverk.logs import setup_logging
 
@@ -246,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="git pull --ff-only of AI_REPO_ROOT, then ai-index when the pull "
         "changed tracked files, AI_INDEX_ON_PULL=true and AI_ENABLED=true.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
         epilog=exitcodes.epilog(exitcodes.OK, exitcodes.FAILURE, exitcodes.USAGE,
                                 exitcodes.LOCKED, exitcodes.CONFIG, exitcodes.INTERRUPTED))
     add_config_option(parser)

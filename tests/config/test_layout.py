@@ -63,3 +63,19 @@ def test_the_readme_layout_table_names_every_module():
         missing = sorted(n for n in names
                          if not any(f"`{n}{end}`" in row for end in (".py", "/", "")))
         assert not missing, f"README's layout row for {folder}/ does not name {missing}"
+
+
+def test_every_command_line_parser_uses_the_house_help_formatter():
+    """Each ``argparse.ArgumentParser`` is given ``varaverk.cli.HelpFormatter``: argparse's own
+    formatters import shutil (and bz2, lzma) on every start to learn the terminal width."""
+    import ast
+
+    parsers = 0
+    for path in tracked("AI/*.py", "Plugin/*.py", "Tools/*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("ArgumentParser"):
+                parsers += 1
+                given = {k.arg: ast.unparse(k.value) for k in node.keywords}
+                assert given.get("formatter_class") == "HelpFormatter", \
+                    f"{path.name}:{node.lineno}: formatter_class={given.get('formatter_class')}"
+    assert parsers >= 8, "the entry points' parsers were not found"
