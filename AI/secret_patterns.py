@@ -70,9 +70,11 @@ _NUMERIC_SECRET_KEY = re.compile(r"PASS|PWD|(^|_)PW($|_)|(^|_)PIN($|_)|(^|_)T?OT
 CLI_PASSWORD = re.compile(
     r"(?P<pre>\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mariadb|"
     r"mariadb-dump)\b[^\n]*?\s-p)(?P<value>[^\s'\"`]+)|(?P<pre2>\bsshpass\s+-p\s*)(?P<value2>[^\s`]+)")
+# Documentation's stand-ins for a value: empty, <...>, {{...}}, X / xxx / "X Y" (letters that
+# name a value, far too short to be one), changeme, your-...
 _PLACEHOLDER = re.compile(
-    r"^(|<[^>]*>|\{\{.*\}\}|\{[A-Za-z_]+\}|x+|\*+|\.\.\.|…|changeme|change[-_]?me|"
-    r"your[-_ ].*|example.*|none|null|true|false|yes|no|on|off|value|secret|password|passwd|"
+    r"^(|<[^>]*>|\{\{.*\}\}|\{[A-Za-z_]+\}|x+|[A-Za-z](\s[A-Za-z])+|\*+|\.\.\.|…|changeme|"
+    r"change[-_]?me|your[-_ ].*|example.*|none|null|true|false|yes|no|on|off|value|secret|password|passwd|"
     r"pass|token|key|string|\[redacted\]|\[masked\])$", re.I)
 _VARIABLE = re.compile(r"\$\{?[A-Za-z_]")
 # Vendor detectors of detect-secrets whose patterns are token shapes (no keyword, no IP).

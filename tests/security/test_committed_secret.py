@@ -53,6 +53,7 @@ SESSION_KEY_ROTATE_DAYS=30
 AI_CONF_READ_KEYS="MIRROR_MAX_DELETE_PCT MOVER_STOP_TIMEOUT"
 | a secret committed by mistake | `tests/test_committed_secret.py::test_never_embedded` |
 redaction covers ``mysql -pX``, ``mysql -p$DB_PASS`` and `mysql -p`, then prompts
+whatever the quoting: ``KEY=X``, ``KEY='X Y'``, ``PASSWORD="A B C"``
 """
 
 
@@ -60,8 +61,9 @@ def test_documentation_about_secrets_is_not_masked():
     masked = mask_secrets(NOT_SECRETS)
     assert masked.hits == () and masked.text == NOT_SECRETS
     real = mask_secrets("mysql -uroot -pS3cr3t-db db\n`mysql -pHunter2x`\nALARM_PIN=4711\n"
-                        "ADMIN_PASSWORD=20261201\nsecret::alpha-bravo-9\n")
-    assert [line for line, _ in real.hits] == [1, 2, 3, 4]
+                        "ADMIN_PASSWORD=20261201\nsecret::alpha-bravo-9\n"
+                        "DB_PASSWORD='correct horse'\n")
+    assert [line for line, _ in real.hits] == [1, 2, 3, 4, 6]
     assert "S3cr3t-db" not in real.text and "Hunter2x" not in real.text
     assert "20261201" not in real.text
 
