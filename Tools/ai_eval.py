@@ -184,7 +184,7 @@ def evaluate(settings, questions_path: str, setups: list[str], rewrite: str = "f
         if verbose:
             for o in outcomes:
                 print(f"{name:8} {o.id:6} {o.shape:18} rank={o.rank} ctx={o.context_hit} "
-                      f"answered={o.answered}{_signals_text(o.signals)} | {o.query}",
+                      f"prompt={o.prompt_hit} answered={o.answered}{_signals_text(o.signals)} | {o.query}",
                       file=sys.stderr)
 
     followups = [q for q in questions if q.history]
