@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 
+
 CHARS_PER_TOKEN = 4
 MAX_CONTEXT_CHARS = 16000
 MIN_CONTEXT_CHARS = 2000
@@ -43,6 +44,25 @@ def label(chunk: Any) -> str:
     A split chunk's part number is not shown: every part cites the same place.
     """
     return f"[{chunk.citation}]"
+
+
+def group_block(group: Sequence[Any]) -> str:
+    """One group's excerpt as ``format_context`` lays it out: each run of chunks with the same
+    label is introduced by that label, then the chunks' texts, one line break apart.
+
+    Args:
+        group: chunks of one hit, in the order to show them (``Retriever.expand`` gives them
+            in line order); not empty.
+    """
+    lines: list[str] = []
+    last_label = None
+    for chunk in group:
+        lab = label(chunk)
+        if lab != last_label:
+            lines.append(lab)
+            last_label = lab
+        lines.append(chunk.text.rstrip())
+    return "\n".join(lines)
 
 
 def context_budget(settings: Any) -> int:
@@ -71,15 +91,7 @@ def format_context(groups: Sequence[Sequence[Any]], budget_chars: int) -> tuple[
     for group in groups:
         if not group:
             continue
-        lines: list[str] = []
-        last_label = None
-        for chunk in group:
-            lab = label(chunk)
-            if lab != last_label:
-                lines.append(lab)
-                last_label = lab
-            lines.append(chunk.text.rstrip())
-        block = "\n".join(lines)
+        block = group_block(group)
         room = budget_chars - total - (2 if blocks else 0)
         if room <= len(group[0].path) + 40:
             break

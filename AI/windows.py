@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
+from varaverk.prompts import group_block
+
 MERGE_CHARS = 2500          # a split section is returned whole up to this size
 # A chunk shorter than this (one option's paragraph, a bare heading, a banner's lines, a
 # subsection of a few sentences) rarely holds a whole answer: it is "tiny" and comes back with
@@ -263,14 +265,14 @@ def _neighbours(chunk, file_chunks: FileChunks) -> list[Any]:
 
 
 def _cost(chunk, group: Sequence[Any]) -> int:
-    """Characters ``chunk`` adds to a prompt's context when joined to ``group``: its text and
-    line break, its citation label unless the group already carries it, and the blank line
-    between groups when it opens one (``varaverk.prompts.format_context``'s layout)."""
-    labelled = any(g.citation == chunk.citation for g in group)
-    return len(chunk.text) + 1 + (0 if labelled else len(chunk.citation) + 3) + \
-        (0 if group else 2)
+    """Characters ``chunk`` adds to a prompt's context when joined to ``group``, counted on
+    ``varaverk.prompts.group_block``'s own layout of the group in line order (labels, line
+    breaks), with the blank line between groups when it opens one."""
+    return _cost_of([*group, chunk]) - _cost_of(group)
 
 
 def _cost_of(chunks: Sequence[Any]) -> int:
-    """``_cost`` of a group made of ``chunks`` in that order."""
-    return sum(_cost(c, chunks[:i]) for i, c in enumerate(chunks))
+    """Characters a group made of ``chunks`` takes in a prompt's context (``_cost``)."""
+    if not chunks:
+        return 0
+    return len(group_block(sorted(chunks, key=lambda c: (c.start_line, c.part)))) + 2

@@ -208,3 +208,17 @@ def test_a_window_too_long_for_the_prompt_leaves_room_for_the_next_hit(pump, mon
     assert numbers == list(range(numbers[0], numbers[-1] + 1))
     text, _ = format_context(shared, budget)
     assert "[…]" not in text and "cistern" in text
+
+
+def test_expand_counts_a_group_exactly_as_the_prompt_lays_it_out(pump):
+    """What ``expand`` counted is what ``format_context`` emits (plus the blank line it counts
+    before every group): nothing it hands over is cut, and no budget is left unspent on a
+    miscount of labels or line breaks."""
+    from varaverk.prompts import format_context
+    hits = pump.search("PUMP_SETTING_07 cistern", 3)
+    for budget in (300, 700, 1500, 100_000):
+        groups = pump.expand(hits, budget)
+        text, used = format_context(groups, budget)
+        given = [g for g in groups if g]
+        assert used == [c for g in given for c in g] and "[…]" not in text
+        assert sum(windows._cost_of(g) for g in given) == len(text) + 2 <= budget + 2
