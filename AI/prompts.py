@@ -11,7 +11,9 @@ Message layout (``build_messages``), as a list of ``{"role", "content"}``:
 2. the last ``profile.history_turns`` user/assistant turns of the conversation, oldest first,
    assistant turns holding only answers (never reasoning).
 3. ``user``: the context blocks (capability evidence first, then documentation excerpts, each
-   introduced by its label ``[path › SECTION › title]``), then the question.
+   introduced by its label ``[path › SECTION › title]``, once per excerpt: an excerpt of
+   several titled pieces is labelled ``[path › SECTION]`` and each piece opens with a
+   ``› title`` line, as a heading would in the document), then the question.
 
 The context budget is in characters (about 4 per token): ``context_budget(settings)`` gives
 half of the model's context window (``AI_GEN_NUM_CTX``) to excerpts, capped at 16,000
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
+from varaverk.chunking import SEP
 
 
 CHARS_PER_TOKEN = 4
@@ -33,7 +36,7 @@ How to answer:
 - Answer only from the context excerpts in the user's message. Each excerpt starts with its
   label in square brackets, e.g. [Backup/rsync_mirror.sh › CONFIGURATION › MIRROR_MAX_DELETE_PCT].
 - Cite every claim with the label of the excerpt it comes from, in square brackets, exactly as
-  written in the context.
+  written in the context. A line starting with › inside an excerpt names the part below it.
 - If the context does not answer the question, or answers only part of it, say plainly which
   part the documentation does not cover. Do not fill the gap from general knowledge."""
 
@@ -46,23 +49,59 @@ def label(chunk: Any) -> str:
     return f"[{chunk.citation}]"
 
 
+SUBTITLE = "\u203a "  # opens the line naming a titled run inside a group (group_block)
+
+
+def _trail(chunk: Any) -> tuple[str, ...]:
+    """A chunk's citation as its parts: path, SECTION, title (empty parts left out)."""
+    return tuple(p for p in (chunk.path, chunk.section, chunk.title) if p)
+
+
 def group_block(group: Sequence[Any]) -> str:
-    """One group's excerpt as ``format_context`` lays it out: each run of chunks with the same
-    label is introduced by that label, then the chunks' texts, one line break apart.
+    """One group's excerpt as ``format_context`` lays it out.
+
+    The group is one passage of one file, labelled once: by its chunks' shared citation, or,
+    when their titles differ, by the part of the citation they share (``[path › SECTION]``),
+    with each run of chunks introduced by the rest of its own citation (``› title``), where a
+    heading stood in the document. The model cites the label; every part of it names the
+    file and section it was handed.
 
     Args:
         group: chunks of one hit, in the order to show them (``Retriever.expand`` gives them
             in line order); not empty.
     """
-    lines: list[str] = []
-    last_label = None
-    for chunk in group:
-        lab = label(chunk)
-        if lab != last_label:
-            lines.append(lab)
-            last_label = lab
+    trails = [_trail(c) for c in group]
+    shared = trails[0]
+    for t in trails[1:]:
+        n = 0
+        while n < min(len(shared), len(t)) and shared[n] == t[n]:
+            n += 1
+        shared = shared[:n]
+    if not shared:  # chunks of several files: each run under its own whole label
+        return "\n\n".join(group_block(run) for run in _runs(group, lambda c: c.path))
+    head = f"[{SEP.join(shared)}]"
+    lines = [head]
+    last = shared
+    for chunk, trail in zip(group, trails):
+        if trail != last:
+            # The rest of the chunk's citation where its heading stood; a chunk of the shared
+            # citation itself after a titled one is introduced by the label again.
+            lines.append(f"{SUBTITLE}{SEP.join(trail[len(shared):])}" if trail != shared
+                         else head)
+            last = trail
         lines.append(chunk.text.rstrip())
     return "\n".join(lines)
+
+
+def _runs(items: Sequence[Any], key) -> list[list[Any]]:
+    """``items`` cut into runs of equal ``key``, in order."""
+    runs: list[list[Any]] = []
+    for item in items:
+        if runs and key(runs[-1][-1]) == key(item):
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+    return runs
 
 
 def context_budget(settings: Any) -> int:
@@ -76,8 +115,8 @@ def format_context(groups: Sequence[Sequence[Any]], budget_chars: int) -> tuple[
 
     Args:
         groups: one list of chunks per hit, best hit first (``Retriever.expand`` output, or
-            ``[[hit.chunk] for hit in hits]``). Chunks of one group with the same label (the
-            parts of a split chunk) share one label.
+            ``[[hit.chunk] for hit in hits]``). Each group is labelled once
+            (``group_block``).
         budget_chars: the most characters of excerpt text (labels included) to emit. A group
             that does not fit whole is cut at a line boundary, marked ``[…]``; later groups are
             dropped.

@@ -34,6 +34,29 @@ def test_context_labels_each_excerpt_and_parts_share_one_label():
     assert used == [a, b, c]
 
 
+def test_a_group_of_differently_titled_chunks_is_labelled_once():
+    """One label per excerpt: the citation its chunks share, then each titled run opens with
+    the rest of its own citation, where its heading stood."""
+    a = chunk(section="CONFIGURATION", title="PUMP_RATE", text="litres per minute", start=10)
+    b = chunk(section="CONFIGURATION", title="PUMP_LIMIT", text="at most", start=12)
+    b2 = chunk(section="CONFIGURATION", title="PUMP_LIMIT", text="per day", start=14, part=2)
+    intro = chunk(section="CONFIGURATION", title="", text="Settings below.", start=8)
+    text, used = format_context([[intro, a, b, b2]], 10_000)
+    assert text == ("[Backup/rsync_mirror.sh › CONFIGURATION]\nSettings below.\n"
+                    "› PUMP_RATE\nlitres per minute\n› PUMP_LIMIT\nat most\nper day")
+    assert used == [intro, a, b, b2]
+    # A chunk of the shared citation itself after a titled one is labelled again, so its
+    # text never reads as part of the title above it.
+    text, _ = format_context([[a, intro]], 10_000)
+    assert text == ("[Backup/rsync_mirror.sh › CONFIGURATION]\n› PUMP_RATE\nlitres per minute\n"
+                    "[Backup/rsync_mirror.sh › CONFIGURATION]\nSettings below.")
+    # Chunks of two files never share a label.
+    other = chunk(path="README.md", section="", title="Pump", text="see the script")
+    text, _ = format_context([[a, other]], 10_000)
+    assert "[Backup/rsync_mirror.sh › CONFIGURATION › PUMP_RATE]" in text
+    assert "[README.md › Pump]" in text
+
+
 def test_context_respects_the_budget():
     big = [[chunk(title=f"T{i}", text="x" * 300 + f"\nline {i}")] for i in range(20)]
     text, used = format_context(big, 1000)

@@ -222,3 +222,33 @@ def test_expand_counts_a_group_exactly_as_the_prompt_lays_it_out(pump):
         given = [g for g in groups if g]
         assert used == [c for g in given for c in g] and "[…]" not in text
         assert sum(windows._cost_of(g) for g in given) == len(text) + 2 <= budget + 2
+
+
+def test_every_label_a_prompt_carries_names_the_file_section_and_lines_handed_over(pump):
+    """Citations stay checkable: read back as the model sees it, each chunk of the context sits
+    under a label whose parts begin its own citation (the subtitle line completes it), in a
+    file the repository tracks, at lines that hold the chunk's text."""
+    from varaverk.prompts import SUBTITLE, format_context
+    repo = pump.settings.ai_repo_root
+    hits = pump.search("PUMP_SETTING_07 cistern", 3)
+    groups = pump.expand(hits, 4000)
+    text, used = format_context(groups, 4000)
+    assert any(len({c.title for c in g}) > 1 for g in groups)  # a group labelled once
+    lines, at, label, rest = text.split("\n"), 0, None, ""
+    for c in used:
+        while lines[at] == "" or lines[at].startswith(("[", SUBTITLE)):
+            if lines[at].startswith("["):
+                label, rest = lines[at][1:-1], ""
+            elif lines[at]:
+                rest = lines[at][len(SUBTITLE):]
+            at += 1
+        body = c.text.rstrip().split("\n")
+        assert lines[at:at + len(body)] == body
+        at += len(body)
+        assert c.citation == " › ".join(p for p in (label, rest) if p)
+        path = label.split(" › ")[0]
+        assert path == c.path and (repo / path).is_file()
+        held = (repo / path).read_text().split("\n")[c.start_line - 1:c.end_line]
+        for line in body:
+            assert line.strip() in "\n".join(held)
+    assert at == len(lines)

@@ -51,7 +51,9 @@ def test_answer_flow(settings, retriever, model_server, tmp_path):
     # The prompt: profile system prompt + rules, labelled context, the question.
     sent = model_server.requests_to("/api/chat")[-1].json["messages"]
     assert sent[0]["role"] == "system" and "Cite every claim" in sent[0]["content"]
-    assert "[Backup/rsync_mirror.sh › OPERATIONAL SAFEGUARDS › Mover Coordination]" in sent[-1]["content"]
+    # One label per excerpt: the section's paragraphs under it, each opened by its title.
+    assert "[Backup/rsync_mirror.sh › OPERATIONAL SAFEGUARDS]\n" in sent[-1]["content"]
+    assert "\n› Mover Coordination\n" in sent[-1]["content"]
     assert sent[-1]["content"].endswith(f"Question: {MOVER}")
     # Ledger row on done.
     line = ledger.read_text().strip()
