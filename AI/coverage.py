@@ -11,34 +11,45 @@ sizes. Two signals that are relative to the index replace it as the deciding rul
   something absent meets a flat field of look-alikes (every chunk a little similar, none much
   more so). Comparing with the query's own pool edge calibrates for corpora whose chunks are
   all alike (one product's reference pages) or all different.
-- **Absent words** (a share in [0, 1]): of the query's content words (``search.lexical_text``,
-  the same words the lexical retriever scores), those that occur nowhere in the index in any
-  inflection ("pixelated" counts for "pixelate", "switch" for "switched"); a hyphenated word
-  counts as present only as the phrase ("two-factor" is absent although "two" and "factor"
-  occur). The more of a question's words the documentation never uses, the less it can cover
-  the question; a single paraphrased word costs little because the share is over all words.
+- **Missed words** (a share in [0, 1]): of the query's content words (``search.lexical_text``,
+  the same words the lexical retriever scores), those that none of the ``LEADING`` best
+  results holds in any inflection (each result's own chunk, text and heading trail as FTS5
+  indexed them; not the neighbours merged in for context, which come for their position) ("pixelated" counts for "pixelate", "switch" for
+  "switched"; a hyphenated word only as the phrase), each weighted by its BM25 inverse
+  document frequency over the index. A near-miss question is about a topic the documentation
+  covers but asks for something it does not: the results are about the topic, and the
+  question's distinctive words ("authenticator", "privacy", "allowance") are in none of them,
+  or in no chunk at all (*absent* words, the rarest there are). Words the whole corpus uses
+  ("camera" in a camera NVR's manual, the product's own name) weigh nothing, so the share is
+  about what makes the question specific; a paraphrased everyday word costs little.
 
-The rule: not covered when ``margin − ABSENT_COST × absent share < MIN_MARGIN``. Calibrated on
+The rule: not covered when ``margin − MISSED_COST × missed share < MIN_MARGIN``. Calibrated on
 the harborlab, Frigate and Synapse dev sets together with ``ai-eval`` (answerable questions
-refused against unanswerable ones caught, swept over both settings; validated by fitting on
-two corpora and testing on the third). An index too small to have a pool edge (fewer than
-``REF_RANK`` rows after filters) gives no margin, and the rule abstains.
+refused against unanswerable ones caught, swept over both settings; the chosen point lies
+inside the band where both targets hold, and was validated by fitting on two corpora and
+testing on the third). An index too small to have a pool edge (fewer than ``REF_RANK`` rows
+after filters) gives no margin, and the rule abstains.
 
-Costs per query: the margin reads scores the dense retriever already ranked; absent words are
-set look-ups in the index's vocabulary (``Index.fts_vocabulary``, read once per index
-generation) and, for hyphenated words, the lexical retriever's cached phrase rows.
+Costs per query: the margin reads scores the dense retriever already ranked; the missed words
+are set look-ups in the index's vocabulary (``Index.fts_vocabulary``, read once per index
+generation) and, per form found there, a binary search of the leading results' ids in the
+lexical retriever's cached posting rows.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Container, Iterable, Sequence
+
+import numpy as np
 
 from varaverk.lexical import tokens
 
 REF_RANK = 50           # the pool edge: the margin is over the cosine of the 50th best chunk
-MIN_MARGIN = 0.10       # cosine units, after the absent-words cost
-ABSENT_COST = 0.25      # cosine units per unit of absent share (all words absent: 0.25)
+LEADING = 5             # the results whose words count as found (a prompt's usual context)
+MIN_MARGIN = 0.05       # cosine units, after the missed-words cost
+MISSED_COST = 0.15      # cosine units per unit of missed share (every word missed: 0.15)
 
 _SUFFIXES = ("ing", "ies", "ied", "ed", "es", "s", "d", "ly")
 
@@ -52,27 +63,32 @@ class Coverage:
             in cosine units; None when fewer rows than that are allowed, or no dense scores.
         words: how many content words of the query were looked up.
         absent: those the index holds in no inflection, as written in the query.
+        missed: those none of the leading results holds (the absent ones included).
+        missed_share: the missed words' share of the looked-up words' IDF weight, in [0, 1]
+            (``word_weight``; 0 when no word weighs anything).
     """
 
     margin: float | None
     words: int
     absent: tuple[str, ...] = ()
+    missed: tuple[str, ...] = ()
+    missed_share: float = 0.0
 
     @property
     def absent_share(self) -> float:
         """``len(absent) / words`` in [0, 1] (0 for a query without content words)."""
         return len(self.absent) / self.words if self.words else 0.0
 
-    def effective_margin(self, absent_cost: float = ABSENT_COST) -> float | None:
-        """The margin less ``absent_cost`` × the absent share; None without a margin."""
+    def effective_margin(self, missed_cost: float = MISSED_COST) -> float | None:
+        """The margin less ``missed_cost`` × the missed share; None without a margin."""
         if self.margin is None:
             return None
-        return self.margin - absent_cost * self.absent_share
+        return self.margin - missed_cost * self.missed_share
 
-    def covered(self, min_margin: float = MIN_MARGIN, absent_cost: float = ABSENT_COST) -> bool:
+    def covered(self, min_margin: float = MIN_MARGIN, missed_cost: float = MISSED_COST) -> bool:
         """False when the effective margin is below ``min_margin``; True without a margin
         (the rule abstains on an index too small to have a pool edge)."""
-        effective = self.effective_margin(absent_cost)
+        effective = self.effective_margin(missed_cost)
         return effective is None or effective >= min_margin
 
 
@@ -112,30 +128,74 @@ def inflections(token: str) -> set[str]:
     return out
 
 
-def absent_words(words: Iterable[str], vocabulary: Container[str],
-                 phrase_exists: Callable[[list[str]], bool]) -> tuple[int, tuple[str, ...]]:
-    """The content words of a query that the index never holds.
+def word_weight(holding: int, rows: int) -> float:
+    """The BM25 inverse document frequency of a word held by ``holding`` of ``rows`` chunks,
+    ``ln((rows − holding + 0.5) / (holding + 0.5))``, floored at 0: a word in half the chunks
+    or more says nothing about what a question is after."""
+    return max(math.log((rows - holding + 0.5) / (holding + 0.5)), 0.0)
+
+
+def word_forms(word: str, vocabulary: Container[str]) -> list[list[str]] | None:
+    """The token sequences that stand for ``word`` in the index: one per inflection of a
+    one-token word that ``vocabulary`` holds (sorted), the word's tokens as one phrase for a
+    hyphenated or dotted word; [] when no single-token form occurs; None when the word is not
+    looked up (a non-ASCII character or no token: only the index's tokenizer may split it)."""
+    toks = tokens(word)
+    if not toks:
+        return None
+    if len(toks) > 1:
+        return [toks]
+    return [[form] for form in sorted(inflections(toks[0])) if form in vocabulary]
+
+
+def measure(margin: float | None, words: Iterable[str], vocabulary: Container[str],
+            rows_of: Callable[[list[str]], np.ndarray], leading: Sequence[int],
+            rows: int) -> Coverage:
+    """The coverage signals of one query.
 
     Args:
+        margin: ``pool_margin`` of the query's dense scores (None: none).
         words: the query's content words (``store.fts_terms`` of ``search.lexical_text``).
         vocabulary: every token of the index (``Index.fts_vocabulary``).
-        phrase_exists: whether a phrase of several tokens occurs (e.g. ``Bm25.phrase_rows``).
+        rows_of: sorted unique chunk ids (int64) holding a token sequence as a phrase
+            (``Bm25.phrase_rows``); it may raise, and then the word counts as found.
+        leading: chunk ids of the leading results, best first (the first ``LEADING`` count;
+            a merged result counts by the chunk that ranked).
+        rows: chunks in the index (for the inverse document frequency).
 
     Returns:
-        ``(words looked up, absent words as written)``; words with a non-ASCII character or
-        no token are not looked up (only the index's tokenizer may split those).
+        A ``Coverage``. A word's weight is that of its most frequent form (``word_weight``);
+        an absent word holds in no chunk and weighs the most.
     """
+    lead = np.sort(np.asarray(list(leading)[:LEADING], dtype=np.int64))
     looked = 0
     absent: list[str] = []
+    missed: list[str] = []
+    total = lost = 0.0
     for word in words:
-        toks = tokens(word)
-        if not toks:
+        forms = word_forms(word, vocabulary)
+        if forms is None:
             continue
         looked += 1
-        if len(toks) > 1:
-            found = phrase_exists(toks)
-        else:
-            found = toks[0] in vocabulary or any(v in vocabulary for v in inflections(toks[0]))
-        if not found:
+        try:
+            postings = [rows_of(form) for form in forms]
+        except Exception:  # a lookup failure must not make the answer "not covered"
+            continue
+        holding = max((p.size for p in postings), default=0)
+        weight = word_weight(holding, rows)
+        total += weight
+        if not holding:
             absent.append(word)
-    return looked, tuple(absent)
+        if not any(_holds(p, lead) for p in postings):
+            missed.append(word)
+            lost += weight
+    return Coverage(margin, looked, tuple(absent), tuple(missed),
+                    lost / total if total > 0 else 0.0)
+
+
+def _holds(postings: np.ndarray, lead: np.ndarray) -> bool:
+    """Whether sorted ``postings`` holds any of the ids in ``lead``."""
+    if not postings.size or not lead.size:
+        return False
+    at = np.minimum(np.searchsorted(postings, lead), postings.size - 1)
+    return bool((postings[at] == lead).any())

@@ -517,7 +517,7 @@ class Retriever:
         min_score: relevance threshold on the best cosine similarity; None reads
             ``settings.ai_min_score`` (0 there means ``DEFAULT_MIN_SCORE``).
         min_margin: the coverage rule's threshold on the dense margin over the pool edge, less
-            the absent-words cost (``varaverk.coverage``), in cosine units; None reads
+            the missed-words cost (``varaverk.coverage``), in cosine units; None reads
             ``settings.ai_min_margin`` (0 there means ``coverage.MIN_MARGIN``).
     """
 
@@ -660,27 +660,32 @@ class Retriever:
             return self._single(q, [(cid, q.lex_of[cid]) for cid in q.lex_rank[:q.k]])
         else:
             hits = self._hybrid(q)
-        measured = self._coverage(q) if hits else None
+        measured = self._coverage(q, hits) if hits else None
         for h in hits:
             h.coverage = measured
         return hits
 
-    def _coverage(self, q: _Query) -> Coverage:
+    def _coverage(self, q: _Query, hits: Sequence[Hit]) -> Coverage:
         """The coverage signals of a searched query (``varaverk.coverage``): the best cosine
-        over the ``REF_RANK``-th among the rows the filters allow, and the query's words the
-        index never holds."""
+        over the ``REF_RANK``-th among the rows the filters allow, and the query's words that
+        the leading hits (``coverage.LEADING``) do not hold, the index's absent ones among
+        them. Without the index's vocabulary or in-process BM25 the margin decides alone."""
         ranked = q.dense_vals[:_coverage.REF_RANK]
         if len(ranked) < _coverage.REF_RANK and q.scores is not None:
             # dense mode ranks only k; hybrid pools at least REF_RANK whenever the rows allow
             ranked = q.scores[top_k(q.scores, _coverage.REF_RANK, q.mask)]
-        words = fts_terms(q.lexical)
-        looked, absent = _coverage.absent_words(words, self._vocabulary(q.cache),
-                                                lambda toks: self._phrase_exists(q.cache, toks))
-        return Coverage(_coverage.pool_margin(ranked), looked, absent)
+        margin = _coverage.pool_margin(ranked)
+        vocabulary = self._vocabulary(q.cache)
+        bm25 = self._bm25(q.cache)
+        if bm25 is None or not vocabulary:
+            return Coverage(margin, 0)
+        return _coverage.measure(margin, fts_terms(q.lexical), vocabulary,
+                                 lambda toks: bm25.phrase_rows(toks)[0],
+                                 [h.chunk.id for h in hits], bm25.rows)
 
     def _vocabulary(self, cache: _TableCache) -> frozenset[str]:
         """Every token of this index generation's FTS5 index, read once (empty when FTS5
-        cannot list it: then no word counts as absent)."""
+        cannot list it: then the coverage rule looks up no words)."""
         if cache.vocabulary is None:
             with self._bm25_lock:
                 if cache.vocabulary is None:
@@ -691,17 +696,6 @@ class Retriever:
                                     "dense margin alone", exc)
                         cache.vocabulary = frozenset()
         return cache.vocabulary
-
-    def _phrase_exists(self, cache: _TableCache, toks: list[str]) -> bool:
-        """Whether any chunk holds the tokens as a phrase (the lexical scorer has usually
-        cached its rows already); True when that cannot be read."""
-        bm25 = self._bm25(cache)
-        try:
-            if bm25 is not None:
-                return bool(bm25.phrase_rows(toks)[0].size)
-            return bool(self.index.fts_search("-".join(toks), 1))  # quoted: one phrase
-        except Exception:  # a lookup failure must not make the answer "not covered"
-            return True
 
     def _dense(self, q: _Query) -> None:
         """Dense candidates of a query (the pool in hybrid mode, k in dense mode) into ``q``."""
@@ -1109,8 +1103,8 @@ class Retriever:
         the best cosine similarity (``Hit.best_dense``, else the hits' own) is below
         ``min_score``; else the coverage rule (``Hit.coverage``, ``varaverk.coverage``): False
         when the best cosine stands out from the pool edge by less than ``min_margin`` after
-        the cost of the query's words the index never holds. Lexical-only mode: any BM25 hit
-        counts. Below it, callers answer ``NOT_COVERED`` with the hits listed as the nearest
+        the cost of the query's words the leading hits do not hold. Lexical-only mode: any BM25
+        hit counts. Below it, callers answer ``NOT_COVERED`` with the hits listed as the nearest
         sources, and call no model.
         """
         if not hits:

@@ -4,6 +4,7 @@ the real offline embedder beside the harborlab fixture."""
 
 from __future__ import annotations
 
+import math
 import shutil
 
 import numpy as np
@@ -12,8 +13,8 @@ import pytest
 from tests.query.conftest import query_settings
 from tests.support.repos import git
 from varaverk.chunking import Chunk
-from varaverk.coverage import (ABSENT_COST, MIN_MARGIN, REF_RANK, Coverage, absent_words,
-                               inflections, pool_margin)
+from varaverk.coverage import (LEADING, MIN_MARGIN, MISSED_COST, REF_RANK, Coverage,
+                               inflections, measure, pool_margin, word_forms, word_weight)
 from varaverk.store import FileRow, Index, IndexChanges
 
 # A photo service's manual, added to the harborlab repository: the index then holds ~1,100
@@ -65,17 +66,28 @@ def test_pool_margin_is_best_over_the_reference_rank():
     assert pool_margin([0.9, 0.7, 0.2], rank=2) == pytest.approx(0.2)
 
 
-def test_rule_charges_absent_words_and_abstains_without_a_margin():
+def test_rule_charges_missed_words_and_abstains_without_a_margin():
     full = Coverage(margin=MIN_MARGIN + 0.05, words=4)
     assert full.covered()
-    # Half the words absent costs ABSENT_COST / 2 of margin.
-    half = Coverage(margin=MIN_MARGIN + 0.05, words=4, absent=("a", "b"))
-    assert half.absent_share == 0.5
-    assert half.effective_margin() == pytest.approx(MIN_MARGIN + 0.05 - ABSENT_COST / 2)
-    assert half.covered() is (0.05 >= ABSENT_COST / 2)
+    # Half the question's weight missed costs MISSED_COST / 2 of margin.
+    half = Coverage(margin=MIN_MARGIN + 0.05, words=4, missed=("a", "b"), missed_share=0.5)
+    assert half.effective_margin() == pytest.approx(MIN_MARGIN + 0.05 - MISSED_COST / 2)
+    assert half.covered() is (0.05 >= MISSED_COST / 2)
     assert not Coverage(margin=MIN_MARGIN - 0.01, words=4).covered()
-    assert Coverage(margin=None, words=4, absent=("a", "b", "c", "d")).covered()
+    assert Coverage(margin=None, words=4, missed=("a",), missed_share=1.0).covered()
+    # Absent words are reported; only the missed share costs margin.
+    assert Coverage(margin=MIN_MARGIN, words=4, absent=("a",)).covered()
+    assert Coverage(margin=0.2, words=4, absent=("a",)).absent_share == 0.25
     assert Coverage(margin=0.2, words=0).absent_share == 0.0
+
+
+def test_word_weight_is_bm25_idf_floored_at_zero():
+    assert word_weight(0, 1000) == pytest.approx(math.log(1000.5 / 0.5))
+    assert word_weight(9, 1000) == pytest.approx(math.log(991.5 / 9.5))
+    # In half the chunks or more a word says nothing: the product's own name, "camera".
+    assert word_weight(500, 1000) == 0.0
+    assert word_weight(900, 1000) == 0.0
+    assert word_weight(1, 1000) > word_weight(10, 1000) > word_weight(100, 1000) > 0
 
 
 def test_inflections_cover_regular_forms_both_ways():
@@ -86,7 +98,7 @@ def test_inflections_cover_regular_forms_both_ways():
     assert "upload" in inflections("uploads")
 
 
-# -- absent words on a real index ------------------------------------------------------------
+# -- absent and missed words on a real index ------------------------------------------------
 
 @pytest.fixture(scope="module")
 def small_index(tmp_path_factory):
@@ -98,22 +110,80 @@ def small_index(tmp_path_factory):
     index.close()
 
 
+@pytest.fixture(scope="module")
+def wide_index(tmp_path_factory):
+    """The two chunks of ``small_index`` and 38 filler chunks that all say "homelab"."""
+    index = _labelled(tmp_path_factory.mktemp("coverage-wide") / "index.sqlite", [
+        ("Faces", "Faces can be pixelated in exports; two people share one factor of trust."),
+        ("Sync", "The mover switches off while rsync runs."),
+    ] + [(f"Filler {i}", f"The homelab keeps note number {i} here.") for i in range(38)])
+    yield index
+    index.close()
+
+
 def test_vocabulary_lists_every_token(small_index):
     vocab = small_index.fts_vocabulary()
     assert {"pixelated", "mover", "switches", "rsync", "faces", "sync"} <= vocab
     assert "minecraft" not in vocab
 
 
-def test_absent_words_tolerate_inflections_and_need_whole_phrases(small_index):
-    from varaverk.lexical import Bm25
-    bm25 = Bm25(small_index)
+def test_word_forms_are_the_inflections_the_index_holds(small_index):
     vocab = small_index.fts_vocabulary()
-    looked, absent = absent_words(
-        ["pixelate", "switched", "two-factor", "mover", "Minecraft", "café"], vocab,
-        lambda toks: bool(bm25.phrase_rows(toks)[0].size))
-    # "café" is not looked up (non-ASCII); "two" and "factor" occur, never as the phrase.
-    assert looked == 5
-    assert absent == ("two-factor", "Minecraft")
+    assert word_forms("pixelate", vocab) == [["pixelated"]]
+    assert word_forms("switched", vocab) == [["switches"]]
+    assert word_forms("two-factor", vocab) == [["two", "factor"]]  # a phrase, whole
+    assert word_forms("Minecraft", vocab) == []
+    assert word_forms("café", vocab) is None  # non-ASCII: only FTS5 may tokenize it
+
+
+def _measured(index, words, leading_titles):
+    """``measure`` over a real index, the leading results given by title."""
+    from varaverk.lexical import Bm25
+    bm25 = Bm25(index)
+    by_title = {c.title: c.id for c in index.chunks_for_path("Docs/Manual-X.md")}
+    return measure(0.3, words, index.fts_vocabulary(), lambda toks: bm25.phrase_rows(toks)[0],
+                   [by_title[t] for t in leading_titles], bm25.rows)
+
+
+def test_missed_words_are_those_the_leading_results_lack_weighted_by_rarity(wide_index):
+    # "pixelate" and "switched" are found in other forms; "two-factor" occurs only as two
+    # separate words, so it is absent; "rsync" is in the index but not in the leading result.
+    cov = _measured(wide_index, ["pixelate", "switched", "two-factor", "rsync", "café"],
+                    ["Faces"])
+    assert cov.words == 4  # "café" is not looked up
+    assert cov.absent == ("two-factor",)
+    assert cov.missed == ("switched", "two-factor", "rsync")
+    n = 40
+    weights = {"pixelate": word_weight(1, n), "switched": word_weight(1, n),
+               "two-factor": word_weight(0, n), "rsync": word_weight(1, n)}
+    assert cov.missed_share == pytest.approx(
+        (weights["switched"] + weights["two-factor"] + weights["rsync"]) / sum(weights.values()))
+    assert cov.margin == 0.3
+    # With the sync chunk leading too, only the absent phrase is missed.
+    both = _measured(wide_index, ["pixelate", "switched", "two-factor", "rsync"],
+                     ["Faces", "Sync"])
+    assert both.missed == ("two-factor",)
+    assert both.missed_share == pytest.approx(weights["two-factor"] / sum(weights.values()))
+
+
+def test_words_every_chunk_holds_weigh_nothing(wide_index):
+    # "homelab" is in every filler chunk: missing it costs nothing, and a question of such
+    # words alone has no weight to miss.
+    cov = _measured(wide_index, ["homelab", "pixelate"], ["Sync"])
+    assert cov.missed == ("homelab", "pixelate")
+    assert cov.missed_share == 1.0
+    cov = _measured(wide_index, ["homelab", "rsync"], ["Faces"])
+    assert cov.missed == ("homelab", "rsync")
+    assert cov.missed_share == 1.0
+    cov = _measured(wide_index, ["homelab", "rsync"], ["Sync"])
+    assert cov.missed == ("homelab",) and cov.missed_share == 0.0
+    assert _measured(wide_index, ["homelab"], ["Sync"]).missed_share == 0.0
+
+
+def test_only_the_leading_results_count(wide_index):
+    titles = [f"Filler {i}" for i in range(LEADING)]
+    assert _measured(wide_index, ["rsync"], titles + ["Sync"]).missed == ("rsync",)
+    assert _measured(wide_index, ["rsync"], titles[:-1] + ["Sync"]).missed == ()
 
 
 # -- the decision on constructed documentation ------------------------------------------------
@@ -172,21 +242,40 @@ def test_question_about_something_the_docs_never_mention_is_not_covered(photos_r
     assert {"tape", "cartridges"} <= set(measured.absent)
 
 
+class _Fixed:
+    """An embedder that gives every query the same unit vector."""
+    backend, model, dimension = "test", "m", 4
+
+    def embed_query(self, text):
+        return np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+
+
+def test_search_counts_missed_words_over_the_chunks_that_ranked(wide_index):
+    from varaverk.config import Settings
+    from varaverk.search import Retriever
+    retriever = Retriever(Settings(), wide_index, _Fixed(), min_score=-1.0, reranker=False)
+    [hit] = retriever.search("pixelated faces while rsync runs", 1)
+    # The result is one tiny chunk grown with its neighbours for context; only the chunk that
+    # ranked counts, so the two words of the other one are missed although the result shows
+    # them.
+    [own] = wide_index.get_chunks([hit.chunk.id])
+    assert own.title in ("Faces", "Sync")
+    assert "rsync" in hit.chunk.text and "faces" in hit.chunk.text.lower()
+    expected = ("rsync", "runs") if own.title == "Faces" else ("pixelated", "faces")
+    cov = hit.coverage
+    assert cov.missed == expected and cov.words == 4 and cov.absent == ()
+    assert cov.missed_share == pytest.approx(0.5)  # four words, each in one chunk of 40
+
+
 def test_small_index_has_no_pool_edge_and_keeps_the_absolute_floor(small_index):
     from varaverk.config import Settings
     from varaverk.search import Retriever
 
-    class Fixed:
-        backend, model, dimension = "test", "m", 4
-
-        def embed_query(self, text):
-            return np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
-
-    retriever = Retriever(Settings(), small_index, Fixed(), min_score=-1.0, reranker=False)
+    retriever = Retriever(Settings(), small_index, _Fixed(), min_score=-1.0, reranker=False)
     hits = retriever.search("does the mover switch off during rsync", 2)
     assert hits[0].coverage.margin is None
     assert retriever.confident(hits)
-    assert Retriever(Settings(), small_index, Fixed(), min_score=1.0,
+    assert Retriever(Settings(), small_index, _Fixed(), min_score=1.0,
                      reranker=False).confident(hits) is False
 
 
