@@ -254,9 +254,11 @@ def retriever_setup(name: str, retriever) -> Setup:
 
 def coverage_signals(hits) -> dict[str, Any] | None:
     """What ``Retriever.confident`` judged, for calibrating it: {"best": best cosine,
-    "margin": best over the pool edge, "effective": margin less the absent-words cost (cosine
-    units; None without a pool edge), "absent": words the index never holds, "words": content
-    words looked up, "unknown": names no chunk contains}; None without hits."""
+    "margin": best over the pool edge, "effective": margin less the missed-words cost (cosine
+    units; None without a pool edge), "absent": words the index never holds, "missed": words
+    the leading hits do not hold (absent ones included), "missed_share": their IDF-weighted
+    share in [0, 1], "words": content words looked up, "unknown": names no chunk contains};
+    None without hits."""
     if not hits:
         return None
     h = hits[0]
@@ -266,7 +268,9 @@ def coverage_signals(hits) -> dict[str, Any] | None:
         return None if x is None else round(float(x), 4)
     return {"best": rounded(h.best_dense), "margin": rounded(cov.margin if cov else None),
             "effective": rounded(cov.effective_margin() if cov else None),
-            "absent": list(cov.absent) if cov else [], "words": cov.words if cov else 0,
+            "absent": list(cov.absent) if cov else [], "missed": list(cov.missed) if cov else [],
+            "missed_share": rounded(cov.missed_share) if cov else None,
+            "words": cov.words if cov else 0,
             "unknown": list(h.unknown)}
 
 

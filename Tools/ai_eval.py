@@ -85,7 +85,8 @@
 #     {name: {"overall", "unanswerable"}}} instead of tables.
 #   --data-dir PATH, --config PATH, -v
 #     The evaluation folder; another conf file; per-question lines on stderr (with what
-#     the "not covered" rule saw: best cosine, margin over the pool edge, absent words).
+#     the "not covered" rule saw: best cosine, margin over the pool edge, absent words, and
+#     the IDF-weighted share of question words the leading results miss, with those words).
 """Measure retrieval on question files over their repositories (see the header above)."""
 
 from __future__ import annotations
@@ -201,8 +202,10 @@ def _signals_text(signals: dict | None) -> str:
     if not signals:
         return ""
     absent = ",".join(signals["absent"]) or "-"
+    missed = ",".join(signals["missed"]) or "-"
     return (f" best={signals['best']} margin={signals['margin']} "
-            f"effective={signals['effective']} absent={absent}/{signals['words']}")
+            f"effective={signals['effective']} absent={absent}/{signals['words']} "
+            f"missed={signals['missed_share']}:{missed}")
 
 
 def parse_corpora(specs: list[str], default_repo: Path) -> list[tuple[Path, Path, tuple]]:

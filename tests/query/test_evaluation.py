@@ -192,6 +192,10 @@ def test_ai_eval_smoke_on_a_tiny_repository(tmp_path, capsys):
     assert answerable["best"] >= 0.37 and answerable["words"] == 1
     assert unanswerable["unknown"] == ["Kubernetes"]
     assert unanswerable["absent"] == ["Kubernetes", "manifest"] and unanswerable["words"] == 2
+    # Absent words are missed by every result; the answerable one's name is in its top hit.
+    assert unanswerable["missed"] == ["Kubernetes", "manifest"]
+    assert unanswerable["missed_share"] == 1.0
+    assert answerable["missed"] == [] and answerable["missed_share"] == 0.0
     assert all(o["signals"] is None for o in report["per_question"]["lexical"])
     assert result["macro"]["ours"]["overall"]["recall@1"] == 1.0
     assert result["macro"]["ours"]["pooled"] == {"refused": 0, "answerable": 1, "caught": 1,
