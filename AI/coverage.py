@@ -32,8 +32,9 @@ after filters) gives no margin, and the rule abstains.
 
 Costs per query: the margin reads scores the dense retriever already ranked; the missed words
 are set look-ups in the index's vocabulary (``Index.fts_vocabulary``, read once per index
-generation) and, per form found there, a binary search of the leading results' ids in the
-lexical retriever's cached posting rows.
+generation; the retriever keeps each word's forms found there) and, per form, a binary search
+of the leading results' ids in the lexical retriever's posting rows (cached per index
+generation; an inflected form no query used before costs one posting read).
 """
 
 from __future__ import annotations
@@ -148,7 +149,8 @@ def word_forms(word: str, vocabulary: Container[str]) -> list[list[str]] | None:
     return [[form] for form in sorted(inflections(toks[0])) if form in vocabulary]
 
 
-def measure(margin: float | None, words: Iterable[str], vocabulary: Container[str],
+def measure(margin: float | None, words: Iterable[str],
+            forms_of: Callable[[str], list[list[str]] | None],
             rows_of: Callable[[list[str]], np.ndarray], leading: Sequence[int],
             rows: int) -> Coverage:
     """The coverage signals of one query.
@@ -156,7 +158,7 @@ def measure(margin: float | None, words: Iterable[str], vocabulary: Container[st
     Args:
         margin: ``pool_margin`` of the query's dense scores (None: none).
         words: the query's content words (``store.fts_terms`` of ``search.lexical_text``).
-        vocabulary: every token of the index (``Index.fts_vocabulary``).
+        forms_of: ``word_forms`` of a word over the index's vocabulary (a caller may cache it).
         rows_of: sorted unique chunk ids (int64) holding a token sequence as a phrase
             (``Bm25.phrase_rows``); it may raise, and then the word counts as found.
         leading: chunk ids of the leading results, best first (the first ``LEADING`` count;
@@ -167,26 +169,29 @@ def measure(margin: float | None, words: Iterable[str], vocabulary: Container[st
         A ``Coverage``. A word's weight is that of its most frequent form (``word_weight``);
         an absent word holds in no chunk and weighs the most.
     """
-    lead = np.sort(np.asarray(list(leading)[:LEADING], dtype=np.int64))
+    lead = np.asarray(list(leading)[:LEADING], dtype=np.int64)
     looked = 0
     absent: list[str] = []
     missed: list[str] = []
     total = lost = 0.0
     for word in words:
-        forms = word_forms(word, vocabulary)
+        forms = forms_of(word)
         if forms is None:
             continue
         looked += 1
+        holding, held = 0, False
         try:
-            postings = [rows_of(form) for form in forms]
+            for form in forms:
+                found = rows_of(form)
+                holding = max(holding, found.size)
+                held = held or _holds(found, lead)
         except Exception:  # a lookup failure must not make the answer "not covered"
             continue
-        holding = max((p.size for p in postings), default=0)
         weight = word_weight(holding, rows)
         total += weight
         if not holding:
             absent.append(word)
-        if not any(_holds(p, lead) for p in postings):
+        if not held:
             missed.append(word)
             lost += weight
     return Coverage(margin, looked, tuple(absent), tuple(missed),
@@ -194,8 +199,8 @@ def measure(margin: float | None, words: Iterable[str], vocabulary: Container[st
 
 
 def _holds(postings: np.ndarray, lead: np.ndarray) -> bool:
-    """Whether sorted ``postings`` holds any of the ids in ``lead``."""
+    """Whether sorted ``postings`` holds any of the ids in ``lead`` (a binary search each: the
+    lists may be long, the leading ids are few)."""
     if not postings.size or not lead.size:
         return False
-    at = np.minimum(np.searchsorted(postings, lead), postings.size - 1)
-    return bool((postings[at] == lead).any())
+    return bool((postings.take(postings.searchsorted(lead), mode="clip") == lead).any())

@@ -104,6 +104,7 @@ ROUTING_KINDS: tuple[str, ...] | None = None
 POOL = 50                   # candidates taken from each retriever before fusion
 FILE_CACHE = 256            # files whose chunks a retriever keeps for small-to-big
 CHUNK_CACHE = 4096          # chunks a retriever keeps by id (the leading results of queries)
+WORD_FORMS_CACHE = 20000    # query words whose inflected forms in the index a retriever keeps
 # Calibrated on the dev sets' answerable vs unanswerable questions (see evaluation.py).
 DEFAULT_MIN_SCORE = 0.37
 NOT_COVERED = "The documentation does not cover this."
@@ -497,6 +498,8 @@ class _TableCache:
     # (path, section) -> that section's chunks in line order (small-to-big of tiny chunks)
     sections_of: dict[tuple, list] = field(default_factory=dict)
     vocabulary: frozenset[str] | None = None    # every FTS5 token (coverage), lazily
+    # query word -> its forms in the vocabulary (``coverage.word_forms``), for this generation
+    word_forms: dict[str, Any] = field(default_factory=dict)
 
 
 class Retriever:
@@ -679,7 +682,16 @@ class Retriever:
         bm25 = self._bm25(q.cache)
         if bm25 is None or not vocabulary:
             return Coverage(margin, 0)
-        return _coverage.measure(margin, fts_terms(q.lexical), vocabulary,
+        forms = q.cache.word_forms
+        if len(forms) > WORD_FORMS_CACHE:
+            forms.clear()
+
+        def forms_of(word: str) -> list[list[str]] | None:
+            found = forms.get(word, False)
+            if found is False:
+                found = forms[word] = _coverage.word_forms(word, vocabulary)
+            return found
+        return _coverage.measure(margin, fts_terms(q.lexical), forms_of,
                                  lambda toks: bm25.phrase_rows(toks)[0],
                                  [h.chunk.id for h in hits], bm25.rows)
 

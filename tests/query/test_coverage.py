@@ -141,7 +141,9 @@ def _measured(index, words, leading_titles):
     from varaverk.lexical import Bm25
     bm25 = Bm25(index)
     by_title = {c.title: c.id for c in index.chunks_for_path("Docs/Manual-X.md")}
-    return measure(0.3, words, index.fts_vocabulary(), lambda toks: bm25.phrase_rows(toks)[0],
+    vocab = index.fts_vocabulary()
+    return measure(0.3, words, lambda w: word_forms(w, vocab),
+                   lambda toks: bm25.phrase_rows(toks)[0],
                    [by_title[t] for t in leading_titles], bm25.rows)
 
 
