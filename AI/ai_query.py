@@ -74,7 +74,8 @@
 #   AI_MIN_SCORE
 #     The relevance threshold; 0 uses the calibrated default of the search module.
 #   AI_MIN_MARGIN
-#     "Not covered" relative to the index (best match over the 50th best); 0: the default.
+#     "Not covered" relative to the index (best match over the 50th best, less a cost for
+#     question words the best results miss); 0: the default.
 #
 # RUNTIME MODES
 #   ai-query "question"

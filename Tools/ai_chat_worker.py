@@ -64,7 +64,8 @@
 #   AI_MIN_SCORE
 #     The relevance threshold (best cosine similarity); 0 uses the calibrated default.
 #   AI_MIN_MARGIN
-#     The coverage rule's margin over the 50th best match; 0 uses the calibrated default.
+#     The coverage rule's margin over the 50th best match, after the cost of question words
+#     the best results miss; 0 uses the calibrated default.
 #   AI_HOST_NAME
 #     The host name written into ledger rows when the caller gives none.
 #
