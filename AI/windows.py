@@ -207,8 +207,11 @@ def expand(hits: Sequence[Any], budget_chars: int, file_chunks: FileChunks) -> l
             share = used + (budget_chars - used) * WINDOW_SHARE
             window, size = [seed], _cost(seed, [])
             for n in win:
-                if n.id not in seen and used + size + _cost(n, window) <= share:
-                    size += _cost(n, window)
+                if n.id in seen or used + size + len(n.text.rstrip()) + 1 > share:
+                    continue
+                cost = _cost(n, window)
+                if used + size + cost <= share:
+                    size += cost
                     window.append(n)
         seen.update(n.id for n in window)
         used += size
@@ -216,10 +219,17 @@ def expand(hits: Sequence[Any], budget_chars: int, file_chunks: FileChunks) -> l
     for group, (_, win, extra) in zip(groups, plans):
         if not group:
             continue
+        size = _cost_of(group)
         for n in win + extra:
-            if n.id not in seen and used + _cost(n, group) <= budget_chars:
+            # A chunk adds at least its own line: most of a long section is turned away
+            # without laying the group out again.
+            if n.id in seen or used + len(n.text.rstrip()) + 1 > budget_chars:
+                continue
+            grown = _cost_of([*group, n])
+            if used + grown - size <= budget_chars:
                 seen.add(n.id)
-                used += _cost(n, group)
+                used += grown - size
+                size = grown
                 group.append(n)
         group.sort(key=lambda x: (x.start_line, x.part))
     return groups
