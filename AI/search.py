@@ -645,13 +645,16 @@ class Retriever:
             Up to k Hits; fewer when the filters leave fewer chunks. Empty for an empty index.
         """
         wanted = _source_set(sources)
+        k = max(1, int(k))
         # Per-call values live in a _Query: the dock shares one Retriever between threads.
+        # At least the coverage rule's leading results are ranked whatever k is, so asking for
+        # fewer results never changes the verdict (the first k are the same either way).
         cache = self._table()
-        q = _Query(text=query, k=max(1, int(k)), kind=kind, section=section, cache=cache,
-                   mask=self._mask(cache, kind, section, wanted), names=exact_names(query),
-                   unknown=tuple(self._unknown_names(query, cache)), sources=wanted,
-                   lexical=lexical_text(query))
-        q.pool = max(POOL, q.k * 3)
+        q = _Query(text=query, k=max(k, _coverage.LEADING), kind=kind, section=section,
+                   cache=cache, mask=self._mask(cache, kind, section, wanted),
+                   names=exact_names(query), unknown=tuple(self._unknown_names(query, cache)),
+                   sources=wanted, lexical=lexical_text(query))
+        q.pool = max(POOL, k * 3)
         self._dense(q)
         if self.mode in ("hybrid", "lexical"):
             q.lex_ids, q.lex_scores = self._lexical_scored(q.lexical, q.pool, cache, q.mask)
@@ -660,10 +663,11 @@ class Retriever:
         if self.mode == "dense":
             hits = self._single(q, [(cid, q.dense_of[cid]) for cid in q.dense_rank[:q.k]])
         elif self.mode == "lexical":
-            return self._single(q, [(cid, q.lex_of[cid]) for cid in q.lex_rank[:q.k]])
+            return self._single(q, [(cid, q.lex_of[cid]) for cid in q.lex_rank[:k]])
         else:
             hits = self._hybrid(q)
         measured = self._coverage(q, hits) if hits else None
+        hits = hits[:k]
         for h in hits:
             h.coverage = measured
         return hits

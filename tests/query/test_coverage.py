@@ -231,6 +231,17 @@ def test_paraphrased_question_about_the_manual_is_answered(photos_retriever, que
     assert measured.effective_margin() >= photos_retriever.min_margin + 0.04
 
 
+def test_coverage_does_not_depend_on_how_many_results_are_asked_for(photos_retriever):
+    # The rule reads the leading results; asking for fewer must not make more words missed.
+    question = "If I put the pictures on a different drive, what do I have to change?"
+    five = photos_retriever.search(question, LEADING)
+    for k in (1, 3):
+        fewer = photos_retriever.search(question, k)
+        assert [h.chunk.id for h in fewer] == [h.chunk.id for h in five[:k]]
+        assert fewer[0].coverage == five[0].coverage
+        assert photos_retriever.confident(fewer) == photos_retriever.confident(five)
+
+
 def test_question_about_something_the_docs_never_mention_is_not_covered(photos_retriever):
     # Backups are documented at length, tapes nowhere: many backup chunks are a little alike
     # (best cosine above the absolute floor), none stands out, and the tape words are absent.
