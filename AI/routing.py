@@ -34,63 +34,94 @@ SHAPE_SECTIONS: dict[str, str | None] = {
     "other": None,
 }
 
-# Cue patterns per shape, each with a weight. They are matched case-insensitively against the
-# question; the shape with the highest total wins (ties go to the earlier shape in _ORDER).
-_CUES: dict[str, list[tuple[str, float]]] = {
+# Cue patterns per shape, each with a weight and its triggers. They are matched
+# case-insensitively against the question; the shape with the highest total wins (ties go to
+# the earlier shape in _ORDER). A cue's triggers are lower-case strings at least one of which
+# every match of its pattern contains: route searches a pattern only when the lower-cased
+# (ASCII) question holds one, so a question is not scanned ~30 times. A cue whose pattern
+# gains an alternative needs that alternative's trigger too (tests/query/test_scoring.py
+# checks every match on many questions).
+_CUES: dict[str, list[tuple[str, float, tuple[str, ...]]]] = {
     "safeguard": [
-        (r"\b(prevent|prevents|preventing|protect|protects|protection|safeguard|guard)\b", 2.0),
-        (r"\b(what|which)\b[^?]{0,40}\b(stop|stops|keeps?|limits?|blocks?)\b", 2.0),
-        (r"\bfrom (being |getting )?\w+ing\b", 1.0),
-        (r"\b(tricked|abuse|brute[- ]?forc\w*|accidental\w*|by mistake|refuses?|interlock)\b", 1.5),
-        (r"\bwhat happens (if|when)\b[^?]*\b(fail|fails|dies|doesn't|does not|isn't|full|fills|down)\b", 1.5),
-        (r"\bcould\b[^?]*\b(delete|wipe|lose|overwrite|destroy|remove)\b", 1.5),
-        (r"\b(won't|will not|never)\b", 0.5),
-        (r"\bsafe(ly|ty)?\b", 1.0),
+        (r"\b(prevent|prevents|preventing|protect|protects|protection|safeguard|guard)\b", 2.0,
+         ("prevent", "protect", "guard")),
+        (r"\b(what|which)\b[^?]{0,40}\b(stop|stops|keeps?|limits?|blocks?)\b", 2.0,
+         ("stop", "keep", "limit", "block")),
+        (r"\bfrom (being |getting )?\w+ing\b", 1.0, ("from ",)),
+        (r"\b(tricked|abuse|brute[- ]?forc\w*|accidental\w*|by mistake|refuses?|interlock)\b", 1.5,
+         ("tricked", "abuse", "brute", "accidental", "by mistake", "refuse", "interlock")),
+        (r"\bwhat happens (if|when)\b[^?]*\b(fail|fails|dies|doesn't|does not|isn't|full|fills|down)\b", 1.5,
+         ("what happens if", "what happens when")),
+        (r"\bcould\b[^?]*\b(delete|wipe|lose|overwrite|destroy|remove)\b", 1.5, ("could",)),
+        (r"\b(won't|will not|never)\b", 0.5, ("won't", "will not", "never")),
+        (r"\bsafe(ly|ty)?\b", 1.0, ("safe",)),
     ],
     "configuration": [
-        (r"\bdefault(s|ed)?\b", 4.0),
-        (r"\bhow (long|many|much|far|often|old|big|large|high|low)\b", 1.5),
-        (r"\b(longest|shortest|maximum|minimum|max|min|most|least|at what)\b", 1.0),
+        (r"\bdefault(s|ed)?\b", 4.0, ("default",)),
+        (r"\bhow (long|many|much|far|often|old|big|large|high|low)\b", 1.5,
+         ("how long", "how many", "how much", "how far", "how often", "how old", "how big",
+          "how large", "how high", "how low")),
+        (r"\b(longest|shortest|maximum|minimum|max|min|most|least|at what)\b", 1.0,
+         ("longest", "shortest", "max", "min", "most", "least", "at what")),
         (r"\b(which|what) (\w+ ){0,2}(value|setting|variable|option|port|address|path|"
-         r"temperature|threshold|limit|interval|timeout|percentage|size|key)\b", 2.0),
+         r"temperature|threshold|limit|interval|timeout|percentage|size|key)\b", 2.0,
+         ("value", "setting", "variable", "option", "port", "address", "path", "temperature",
+          "threshold", "limit", "interval", "timeout", "percentage", "size", "key")),
         (r"\b(setting|settings|configure|configured|configuration|config|variable|threshold|"
-         r"timeout|set to|what do i set|where do i put)\b", 1.0),
-        (r"(?-i:\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b)", 2.0),  # an UPPER_SNAKE key, case-sensitive
+         r"timeout|set to|what do i set|where do i put)\b", 1.0,
+         ("setting", "config", "variable", "threshold", "timeout", "set to", "what do i set",
+          "where do i put")),
+        # an UPPER_SNAKE key, case-sensitive
+        (r"(?-i:\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b)", 2.0, ("_",)),
     ],
     "runtime_mode": [
-        (r"(^|\s)--[a-z][\w-]*", 2.0),
+        (r"(^|\s)--[a-z][\w-]*", 2.0, ("--",)),
         (r"\b(flag|switch|mode|modes|dry[- ]?run|rehearse|simulate|rollback|roll back|"
-         r"put \w+ back|restore|revert|status|verbose|one-off|by hand|manually)\b", 1.0),
-        (r"\bcan (i|the|it|you)\b[^?]*\b(run|copy|tell|show|rehearse|switch|toggle)\b", 0.75),
+         r"put \w+ back|restore|revert|status|verbose|one-off|by hand|manually)\b", 1.0,
+         ("flag", "switch", "mode", "dry", "rehearse", "simulate", "rollback", "roll back",
+          "put ", "restore", "revert", "status", "verbose", "one-off", "by hand", "manually")),
+        (r"\bcan (i|the|it|you)\b[^?]*\b(run|copy|tell|show|rehearse|switch|toggle)\b", 0.75,
+         ("can i", "can the", "can it", "can you")),
     ],
     "design": [
-        (r"^\s*why\b", 2.5),
-        (r"\bwhy (does|do|is|are|was|not)\b", 1.5),
-        (r"\b(rationale|reason|design|instead of|rather than|point in|bother|simpler)\b", 1.0),
+        (r"^\s*why\b", 2.5, ("why",)),
+        (r"\bwhy (does|do|is|are|was|not)\b", 1.5, ("why ",)),
+        (r"\b(rationale|reason|design|instead of|rather than|point in|bother|simpler)\b", 1.0,
+         ("rationale", "reason", "design", "instead of", "rather than", "point in", "bother",
+          "simpler")),
     ],
     "operational_model": [
         (r"\bhow (does|do|is|are) (?!i\b|we\b|you\b)(the |a |an )?[\w' -]{1,40}? (work|decide|check|find|get|"
-         r"run|handle|choose|pick|pass|spread|know|detect|select|schedule)\w*\b", 2.5),
-        (r"\b(in what order|what order|step by step|walk me through|what does it do)\b", 1.5),
-        (r"\bactually\b", 0.5),
+         r"run|handle|choose|pick|pass|spread|know|detect|select|schedule)\w*\b", 2.5,
+         ("how does ", "how do ", "how is ", "how are ")),
+        (r"\b(in what order|what order|step by step|walk me through|what does it do)\b", 1.5,
+         ("what order", "step by step", "walk me through", "what does it do")),
+        (r"\bactually\b", 0.5, ("actually",)),
     ],
     "definitional": [
-        (r"^\s*what(\s+is|'s|\s+was|\s+are|\s+were)\s+(a|an|the)?\s*[\w' -]{1,40}\??\s*$", 2.5),
-        (r"\bwhat (exactly )?(is|was|are) (a |an |the )?['\"`]?[\w-]+['\"`]?\b", 0.75),
-        (r"\bwhat does ['\"`]?[\w -]+['\"`]? mean\b", 2.5),
-        (r"\b(what is|what's) [\w' -]+ for\b", 2.0),
-        (r"\b(meaning of|definition of|difference between|different from)\b", 1.5),
+        (r"^\s*what(\s+is|'s|\s+was|\s+are|\s+were)\s+(a|an|the)?\s*[\w' -]{1,40}\??\s*$", 2.5,
+         ("what",)),
+        (r"\bwhat (exactly )?(is|was|are) (a |an |the )?['\"`]?[\w-]+['\"`]?\b", 0.75,
+         ("what is ", "what was ", "what are ", "what exactly ")),
+        (r"\bwhat does ['\"`]?[\w -]+['\"`]? mean\b", 2.5, ("what does ",)),
+        (r"\b(what is|what's) [\w' -]+ for\b", 2.0, ("what is ", "what's ")),
+        (r"\b(meaning of|definition of|difference between|different from)\b", 1.5,
+         ("meaning of", "definition of", "difference between", "different from")),
     ],
     "procedure": [
-        (r"\bhow (do|can|should) i\b", 1.5),
-        (r"\bwhat (do|should) i do\b", 2.5),
-        (r"\b(steps?|recover|repair|fix|get back|set up|install|upgrade|replace)\b", 1.0),
+        (r"\bhow (do|can|should) i\b", 1.5, ("how do i", "how can i", "how should i")),
+        (r"\bwhat (do|should) i do\b", 2.5, ("what do i do", "what should i do")),
+        (r"\b(steps?|recover|repair|fix|get back|set up|install|upgrade|replace)\b", 1.0,
+         ("step", "recover", "repair", "fix", "get back", "set up", "install", "upgrade",
+          "replace")),
     ],
 }
 _ORDER = ("safeguard", "configuration", "runtime_mode", "design", "operational_model",
           "definitional", "procedure")
+# Per cue: (pattern, weight, one search for any of its triggers in the lower-cased question).
 _COMPILED = {
-    shape: [(re.compile(p, re.IGNORECASE), w) for p, w in cues]
+    shape: [(re.compile(p, re.IGNORECASE), w, re.compile("|".join(map(re.escape, triggers))))
+            for p, w, triggers in cues]
     for shape, cues in _CUES.items()
 }
 
@@ -120,10 +151,15 @@ def route(question: str) -> Route:
         A Route. ``section`` is None for procedures and unrecognised questions: nothing is
         boosted then, and retrieval ranks on content alone.
     """
+    # Triggers are ASCII and lower-case: for an ASCII question lower() folds case exactly as
+    # IGNORECASE does; other questions are searched with every pattern.
+    lowered = question.lower() if question.isascii() else None
     scores: dict[str, float] = {}
     for shape in _ORDER:
         total = 0.0
-        for pattern, weight in _COMPILED[shape]:
+        for pattern, weight, triggered in _COMPILED[shape]:
+            if lowered is not None and not triggered.search(lowered):
+                continue
             if pattern.search(question):
                 total += weight
         scores[shape] = total

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -126,6 +129,40 @@ def test_routing_sections_match_the_header_convention():
         "procedure": None, "other": None,
     }
     assert route("hello there").section is None
+
+
+def _routing_questions() -> list[str]:
+    """Questions worded as users word them: the harborlab dev set plus variants that change
+    case and spacing (what a cue's triggers must survive)."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "harborlab-qa-dev.jsonl"
+    base = [json.loads(line)["question"] for line in fixture.read_text().splitlines() if line]
+    base += ["WHAT IS THE DEFAULT TIMEOUT?", "why  not rsync?", "Is there a --dry-run?",
+             "How do I fix it step by step", "what's MOVER_STOP_TIMEOUT for",
+             "Can I roll back? What happens if the disk fills?", "Could it wipe my data?"]
+    return base + [q.upper() for q in base] + [q.title() for q in base]
+
+
+def test_routing_tries_a_cue_whenever_its_pattern_could_match():
+    import re
+
+    from varaverk.routing import _CUES
+
+    checked = 0
+    for question in _routing_questions():
+        for shape, cues in _CUES.items():
+            for pattern, _, triggers in cues:
+                if re.search(pattern, question, re.IGNORECASE):
+                    checked += 1
+                    assert any(t in question.lower() for t in triggers), (shape, pattern,
+                                                                        question)
+    assert checked > 200
+
+
+def test_routing_folds_non_ascii_case_as_the_patterns_do():
+    # IGNORECASE matches the long s with "s"; lower() does not fold it, so a non-ASCII
+    # question is searched with every pattern.
+    assert route("Is it \u017fafe to run it twice?").shape == "safeguard"
+    assert route("Is it safe to run it twice?").shape == "safeguard"
 
 
 def test_header_key_ranks_before_its_template_copy():
