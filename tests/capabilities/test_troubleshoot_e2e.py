@@ -96,8 +96,10 @@ def test_troubleshoot_answer_cites_log_lines_and_docs_and_leaks_nothing(indexed,
     context = "\n".join(m["content"] for m in messages[1:])  # the system prompt has an example label
     assert f"[{label}]" in context
     assert "4 | 2026-11-29 02:00:40 rsync_mirror: ERROR share photos: delete ratio" in context
-    assert f"[{RATIO_SECTION}]" in context
-    assert context.index(f"[{label}]") < context.index(f"[{RATIO_SECTION}]")  # log first
+    # The section's paragraphs come under one label, each opened by its title.
+    section, title = RATIO_SECTION.rsplit(" › ", 1)
+    assert f"[{section}]\n" in context and f"\n› {title}\n" in context
+    assert context.index(f"[{label}]") < context.index(f"[{section}]")  # log first
     assert "MIRROR_MAX_DELETE_PCT: not set in master.conf" in context
     assert "NOTIFY_API_TOKEN=[redacted]" in context
     assert any("Delete Ratio Ceiling" in json.dumps(src, ensure_ascii=False)
