@@ -197,42 +197,45 @@ def expand(hits: Sequence[Any], budget_chars: int, file_chunks: FileChunks) -> l
     seen: set[int] = set()
     used = 0
     for group, (seed, win, _) in zip(groups, plans):
-        if seed.id in seen or (used + _cost(seed, group) > budget_chars and used):
+        if seed.id in seen or (used + _cost(seed, []) > budget_chars and used):
             continue
         window = [seed] + [n for n in win if n.id not in seen]
-        size = _cost_of(window)
-        if used + size > budget_chars:
+        if used + _cost_of(window) <= budget_chars:
+            seen.update(n.id for n in window)
+            used += _cost_of(window)
+            group.extend(window)
+        else:
             # Too long whole: the part nearest the seed, within a share of what is left,
             # so the hits after it still get their own chunk.
             share = used + (budget_chars - used) * WINDOW_SHARE
-            window, size = [seed], _cost(seed, [])
-            for n in win:
-                if n.id in seen or used + size + len(n.text.rstrip()) + 1 > share:
-                    continue
-                cost = _cost(n, window)
-                if used + size + cost <= share:
-                    size += cost
-                    window.append(n)
-        seen.update(n.id for n in window)
-        used += size
-        group.extend(window)
+            group.append(seed)
+            seen.add(seed.id)
+            used = _fill(group, win, seen, used + _cost_of(group), share)
     for group, (_, win, extra) in zip(groups, plans):
-        if not group:
-            continue
-        size = _cost_of(group)
-        for n in win + extra:
-            # A chunk adds at least its own line: most of a long section is turned away
-            # without laying the group out again.
-            if n.id in seen or used + len(n.text.rstrip()) + 1 > budget_chars:
-                continue
-            grown = _cost_of([*group, n])
-            if used + grown - size <= budget_chars:
-                seen.add(n.id)
-                used += grown - size
-                size = grown
-                group.append(n)
-        group.sort(key=lambda x: (x.start_line, x.part))
+        if group:
+            used = _fill(group, win + extra, seen, used, budget_chars)
+            group.sort(key=lambda x: (x.start_line, x.part))
     return groups
+
+
+def _fill(group: list[Any], candidates: Sequence[Any], seen: set[int], used: float,
+          limit: float) -> float:
+    """Append ``candidates`` to ``group`` in order, each that no group holds yet and that
+    keeps the context's size (``used`` characters, ``group`` counted) within ``limit``;
+    marks them seen and returns the new size."""
+    size = _cost_of(group)
+    for n in candidates:
+        # A chunk adds at least its own line: most of a long section is turned away without
+        # laying the group out again.
+        if n.id in seen or used + len(n.text.rstrip()) + 1 > limit:
+            continue
+        grown = _cost_of([*group, n])
+        if used + grown - size <= limit:
+            seen.add(n.id)
+            used += grown - size
+            size = grown
+            group.append(n)
+    return used
 
 
 def _expansion(hit, file_chunks: FileChunks) -> tuple[Any, list[Any], list[Any]]:
