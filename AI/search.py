@@ -53,7 +53,9 @@ How one query is scored (``Retriever.search``):
    cosine similarity is below ``min_score`` (``AI_MIN_SCORE``, or ``DEFAULT_MIN_SCORE``,
    calibrated on the dev sets: every harborlab answerable question scores ≥ 0.39, the
    unanswerable ones name an unknown thing or score ≤ 0.35), unless a name in the query is a
-   hit's title. The caller then says "the documentation does not cover this" and lists the
+   hit's title, or when the coverage rule (``varaverk.coverage``) finds the best cosine not
+   standing out from the 50th best once the question's distinctive words that the leading
+   results miss are charged. The caller then says "the documentation does not cover this" and lists the
    nearest sources, without calling a model.
 
 ``Retriever.expand`` packs a prompt's context from the hits within a character budget (labels
@@ -134,8 +136,8 @@ class Hit:
             chunks of its parent section (``windows.TINY_MERGE_CHARS``); ``Retriever.expand``
             may add the rest of that section.
         coverage: the query's coverage signals (``varaverk.coverage.Coverage``: dense margin
-            over the pool edge, words the index never holds); the same on every hit of one
-            search; None when not measured (lexical-only mode).
+            over the pool edge, words the leading hits miss and those the index never holds);
+            the same on every hit of one search; None when not measured (lexical-only mode).
     """
 
     chunk: Any
