@@ -21,7 +21,6 @@ Chunks are ``varaverk.store.StoredChunk`` (``id``, ``path``, ``section``, ``titl
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from varaverk.prompts import group_block
@@ -89,10 +88,25 @@ def merge_parts(hits: list, k: int, file_chunks: FileChunks,
         parts = _around(siblings, pos, _merge_cap(c), walls)
         covered.update(s.id for s in parts)
         if len(parts) > 1:
-            merged = replace(c, text="\n".join(s.text.rstrip("\n") for s in parts),
-                             start_line=parts[0].start_line, end_line=parts[-1].end_line)
-            hit = replace(hit, chunk=merged, grown=_tiny(c))
+            hit = _joined(hit, parts, grown=_tiny(c))
         out.append(hit)
+    return out
+
+
+def _joined(hit, parts: list, grown: bool):
+    """A copy of ``hit`` whose chunk is a copy of its own holding the texts of ``parts`` (in
+    line order) joined and their line range, with ``grown`` set as given.
+
+    Chunks are shared through the retriever's caches, so they are copied, never changed. The
+    copies are made from the instances' ``__dict__``, every field as it is but the ones set:
+    ``dataclasses.replace`` runs the frozen chunk's ``__init__`` field by field, a measurable
+    share of a whole query (tests/benchmarks/bench_scoring.py)."""
+    c = hit.chunk
+    chunk = object.__new__(type(c))
+    chunk.__dict__.update(c.__dict__, text="\n".join(s.text.rstrip("\n") for s in parts),
+                          start_line=parts[0].start_line, end_line=parts[-1].end_line)
+    out = object.__new__(type(hit))
+    out.__dict__.update(hit.__dict__, chunk=chunk, grown=grown)
     return out
 
 

@@ -64,6 +64,25 @@ def test_a_tiny_chunk_comes_back_with_its_parent_section(pump):
     assert "--dry-run" not in context
 
 
+def test_a_merged_result_is_a_copy_and_the_cached_chunks_stay_as_stored(pump):
+    from dataclasses import replace
+
+    stored = {c.id: c for c in pump.index.chunks_for_path("Tools/pump.sh")}
+    [first] = pump.search("PUMP_SETTING_07", 1)
+    [again] = pump.search("PUMP_SETTING_07", 1)
+    assert first.grown and again.chunk == first.chunk   # merged from the cache, not a merge
+    seed = pump._file_chunks("Tools/pump.sh")[0]         # the retriever's cached chunks
+    cached = {c.id: c for c in pump._file_chunks("Tools/pump.sh")}
+    assert cached == stored and type(seed) is type(first.chunk)
+    merged = first.chunk
+    # Every field of the seed but the joined text and its line range.
+    assert merged == replace(stored[merged.id], text=merged.text,
+                             start_line=merged.start_line, end_line=merged.end_line)
+    assert merged.text != stored[merged.id].text
+    assert (first.score, first.dense, first.lexical, first.exact) == \
+        (again.score, again.dense, again.lexical, again.exact)
+
+
 def test_a_chunk_that_is_not_tiny_is_returned_as_stored(pump, monkeypatch):
     monkeypatch.setattr(windows, "TINY_CHARS", 0)
     [hit] = pump.search("PUMP_SETTING_07", 1)
