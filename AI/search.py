@@ -416,7 +416,7 @@ class _Query:
     kind: str | None
     section: str | None
     cache: Any
-    mask: np.ndarray
+    mask: np.ndarray | None                   # bool (n,): rows the filters allow; None: all
     names: list[str]
     unknown: tuple[str, ...]
     lexical: str = ""                         # ``lexical_text`` of the question
@@ -616,9 +616,13 @@ class Retriever:
         return cache.bm25 or None
 
     def _mask(self, cache: _TableCache, kind: str | None, section: str | None,
-              sources: frozenset[str] | None = None) -> np.ndarray:
-        # Every row may rank: ``Index.vector_table`` leaves unusable vectors out
-        # (``store.usable_rows``, the one validity rule).
+              sources: frozenset[str] | None = None) -> np.ndarray | None:
+        """bool (n,): the vector-table rows the hard filters allow; None when no filter is
+        set (every row may rank: ``Index.vector_table`` leaves unusable vectors out,
+        ``store.usable_rows`` being the one validity rule), so an unfiltered query spends no
+        array operation on a mask."""
+        if not kind and not section and sources is None:
+            return None
         mask = np.ones(cache.ids.size, dtype=bool)
         if kind:
             mask &= np.asarray(cache.table.kinds) == kind
@@ -818,7 +822,7 @@ class Retriever:
         if labels is None:
             return _EMPTY_IDS, _EMPTY_SCORES
         rows, scores = labels.score(q.text)
-        if rows.size:
+        if rows.size and q.mask is not None:
             keep = q.mask[rows]
             rows, scores = rows[keep], scores[keep]
         if not rows.size:
@@ -955,9 +959,10 @@ class Retriever:
         scores *= _UNIT
 
     def _lexical_scored(self, text: str, limit: int, cache: _TableCache,
-                        mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                        mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """BM25 hits for free text, best first (ties: lower id first), at most ``limit``,
-        restricted to rows the mask allows: ``(chunk ids int64, scores float64)``.
+        restricted to rows the mask allows (None: every row): ``(chunk ids int64, scores
+        float64)``.
 
         Scored in-process from FTS5's own postings (``varaverk.lexical.Bm25``: FTS5's numbers,
         without a ``MATCH`` per query); text only FTS5 can tokenize goes to
@@ -981,8 +986,8 @@ class Retriever:
         if not rows.size:
             return _EMPTY_IDS, _EMPTY_SCORES
         ids = cache.ids
-        pos = np.minimum(np.searchsorted(ids, rows), max(ids.size - 1, 0))
-        if ids.size:
+        if ids.size and mask is not None:
+            pos = np.minimum(np.searchsorted(ids, rows), ids.size - 1)
             in_table = ids[pos] == rows
             allowed = ~in_table | mask[pos]
             rows, scores = rows[allowed], scores[allowed]
@@ -994,7 +999,7 @@ class Retriever:
         return rows[order].astype(np.int64, copy=False), scores[order].astype(np.float64, copy=False)
 
     def _lexical_fts(self, text: str, limit: int, cache: _TableCache,
-                     mask: np.ndarray) -> list[tuple[int, float]]:
+                     mask: np.ndarray | None) -> list[tuple[int, float]]:
         """``_lexical_scored`` through an FTS5 MATCH, as ``[(chunk id, BM25)]`` best first
         (the reference path; non-ASCII queries)."""
         try:
@@ -1005,7 +1010,7 @@ class Retriever:
         out = []
         for cid, bm25 in found:
             row = cache.row_of.get(int(cid))
-            if row is not None and not mask[row]:
+            if row is not None and mask is not None and not mask[row]:
                 continue
             out.append((int(cid), float(bm25)))
             if len(out) >= limit:

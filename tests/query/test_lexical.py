@@ -86,14 +86,17 @@ def test_retriever_lexical_same_with_and_without_fts5_match(idx):
 
     r = Retriever(Settings(), idx, mode="lexical")
     cache = r._table()
-    mask = r._mask(cache, None, None)
+    assert r._mask(cache, None, None) is None   # no filter: every row may rank
+    mask = np.ones(cache.ids.size, dtype=bool)
 
-    def lexical(query, limit):  # [(chunk id, BM25)] best first, as _lexical_fts gives them
+    def lexical(query, limit, mask=mask):  # [(chunk id, BM25)] best first, as _lexical_fts
         ids, scores = r._lexical_scored(query, limit, cache, mask)
         return list(zip(ids.tolist(), scores.tolist()))
 
     for query in QUERIES + ["the café box"]:
         assert lexical(query, 3) == r._lexical_fts(query, 3, cache, mask)
+        assert lexical(query, 3, None) == r._lexical_fts(query, 3, cache, None) == \
+            lexical(query, 3)
     mask[0] = False  # a filtered-out row never comes back
     assert all(cid != int(cache.ids[0]) for cid, _ in lexical("MOVER_STOP_TIMEOUT rsync", 5))
 
