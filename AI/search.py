@@ -502,6 +502,8 @@ class _TableCache:
     vocabulary: frozenset[str] | None = None    # every FTS5 token (coverage), lazily
     # query word -> its forms in the vocabulary (``coverage.word_forms``), for this generation
     word_forms: dict[str, Any] = field(default_factory=dict)
+    # vector-table row -> its _Label, made on first use (the same for every query)
+    row_labels: dict[int, Any] = field(default_factory=dict)
 
 
 class Retriever:
@@ -904,7 +906,12 @@ class Retriever:
             elif chunk is None:
                 if q.norm_names:
                     continue  # removed since the vector table was read
-                label, boosted = _Label(cid, cache.kinds[row], cache.titles[row]), routed
+                label, boosted = cache.row_labels.get(row), routed
+                if label is None:
+                    if len(cache.row_labels) >= CHUNK_CACHE:
+                        cache.row_labels.clear()
+                    label = cache.row_labels[row] = _Label(cid, cache.kinds[row],
+                                                           cache.titles[row])
             else:
                 label = chunk
                 boosted = self._routed(chunk.kind, cache.sections[row], q.boosted_section)
@@ -914,9 +921,10 @@ class Retriever:
             if q.norm_names:
                 name_bonus, exact = _name_bonus(q.norm_names, label.title or "", chunk.text)
                 score += name_bonus
-            hits.append(Hit(label, score, dense=cos if row >= 0 else None,
-                            lexical=q.lex_of.get(cid), exact=exact, section_boosted=boosted,
-                            best_dense=q.best_dense, unknown=q.unknown))
+            # Hit(chunk, score, dense, lexical, exact, section_boosted, best_dense, unknown):
+            # positional, as keywords cost more than the rest of this loop's work
+            hits.append(Hit(label, score, cos if row >= 0 else None, q.lex_of.get(cid), exact,
+                            boosted, q.best_dense, q.unknown))
         return hits
 
     def _merge_read(self, hits: list[Hit], k: int) -> list[Hit]:
