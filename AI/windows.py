@@ -77,14 +77,15 @@ def merge_parts(hits: list, k: int, file_chunks: FileChunks,
         if c.id in covered:
             continue
         siblings = _siblings(c, files, file_chunks, section_chunks)
-        pos = next((i for i, s in enumerate(siblings) if s.id == c.id), None)
-        if pos is None:
+        ids = [s.id for s in siblings]
+        if c.id not in ids:
             out.append(hit)
             covered.add(c.id)
             continue
+        pos = ids.index(c.id)
         # Siblings an earlier result holds are walls: the same lines twice would spend the
         # context budget twice.
-        walls = {i for i, s in enumerate(siblings) if s.id in covered}
+        walls = {i for i, sid in enumerate(ids) if sid in covered}
         parts = _around(siblings, pos, _merge_cap(c), walls)
         covered.update(s.id for s in parts)
         if len(parts) > 1:
@@ -163,8 +164,11 @@ def _around(siblings: list, pos: int, cap: int = MERGE_CHARS,
     def fits(j: int) -> bool:
         return 0 <= j < len(siblings) and j not in walls and used + len(siblings[j].text) <= cap
 
-    while fits(hi) or fits(lo):
-        j = hi if fits(hi) and (after or not fits(lo)) else lo
+    while True:
+        up, down = fits(hi), fits(lo)
+        if not (up or down):
+            break
+        j = hi if up and (after or not down) else lo
         chosen.append(j)
         used += len(siblings[j].text)
         if j == hi:
