@@ -218,7 +218,7 @@ def _decided_by_coverage(retriever, hits) -> Coverage:
 
 
 @pytest.mark.parametrize("question,title", [
-    # no word of the manual's heading or key: "pictures", "drive" for originals, PHOTOS_ROOT
+    # neither "pictures" nor "drive" (for originals) is a word of the heading or of PHOTOS_ROOT
     ("If I put the pictures on a different drive, what do I have to change?", "Storage"),
     # "throw" occurs nowhere in the index: one absent word costs little
     ("Is it safe to throw away the preview cache?", "Thumbnails"),

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from pathlib import Path
+
+import pytest
 
 from tests.index.conftest import embed_inputs, make_settings, run_index
 from tests.support.repos import make_repo
@@ -134,3 +137,15 @@ def test_only_indexed_lines_are_warned_about(tmp_path, model_server):
     assert "Tools/rotate_relay: line 11: masked a secret-looking value" in log
     assert "line 15" not in log and "line 16" not in log
     assert "CANARY-header-77c1d2" not in "\n".join(embed_inputs(model_server))
+
+
+def test_this_repository_indexes_without_a_masked_value(tmp_path):
+    """README command 1 indexes this repository: nothing in what it would embed looks like a
+    secret (a warning there is either a committed secret or a false alarm a newcomer sees)."""
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        pytest.skip("not a git clone: nothing tracked to index")
+    proc = run_index(make_settings(root, tmp_path), "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert "tracked files" in proc.stdout
+    assert [line for line in proc.stderr.splitlines() if "masked" in line] == []
