@@ -13,15 +13,16 @@ sizes. Two signals that are relative to the index replace it as the deciding rul
   all alike (one product's reference pages) or all different.
 - **Missed words** (a share in [0, 1]): of the query's content words (``search.lexical_text``,
   the same words the lexical retriever scores), those that none of the ``LEADING`` best
-  results holds in any inflection (each result's own chunk, text and heading trail as FTS5
-  indexed them; not the neighbours merged in for context, which come for their position) ("pixelated" counts for "pixelate", "switch" for
+  results holds in any inflection ("pixelated" counts for "pixelate", "switch" for
   "switched"; a hyphenated word only as the phrase), each weighted by its BM25 inverse
-  document frequency over the index. A near-miss question is about a topic the documentation
-  covers but asks for something it does not: the results are about the topic, and the
-  question's distinctive words ("authenticator", "privacy", "allowance") are in none of them,
-  or in no chunk at all (*absent* words, the rarest there are). Words the whole corpus uses
-  ("camera" in a camera NVR's manual, the product's own name) weigh nothing, so the share is
-  about what makes the question specific; a paraphrased everyday word costs little.
+  document frequency over the index. A result holds what FTS5 indexed of its own chunk (text
+  and heading trail), not the neighbours merged in for context, which come for their
+  position. A near-miss question is about a topic the documentation covers but asks for
+  something it does not: the results are about the topic, and the question's distinctive
+  words ("authenticator", "privacy", "allowance") are in none of them, or in no chunk at all
+  (*absent* words, the rarest there are). Words the whole corpus uses ("camera" in a camera
+  NVR's manual, the product's own name) weigh nothing, so the share is about what makes the
+  question specific; a paraphrased everyday word costs little.
 
 The rule: not covered when ``margin − MISSED_COST × missed share < MIN_MARGIN``. Calibrated on
 the harborlab, Frigate and Synapse dev sets together with ``ai-eval`` (answerable questions
@@ -48,9 +49,16 @@ import numpy as np
 from varaverk.lexical import tokens
 
 REF_RANK = 50           # the pool edge: the margin is over the cosine of the 50th best chunk
-LEADING = 5             # the results whose words count as found (a prompt's usual context)
+# The results whose words count as found: the default top-k (AI_TOP_K), what a prompt is
+# usually made of. Search ranks at least this many whatever k it is asked for, so the
+# verdict does not depend on k.
+LEADING = 5
+# The rule's two settings, calibrated together (above). A near-miss question's margin can be
+# as high as an answerable one's: what tells them apart is the distinctive words the results
+# miss, so those cost margin, and the threshold is left low enough for answerable questions
+# worded otherwise than their documentation (a paraphrase misses words too).
 MIN_MARGIN = 0.05       # cosine units, after the missed-words cost
-MISSED_COST = 0.15      # cosine units per unit of missed share (every word missed: 0.15)
+MISSED_COST = 0.15      # cosine units per unit of missed share: the most missed words can cost
 
 _SUFFIXES = ("ing", "ies", "ied", "ed", "es", "s", "d", "ly")
 
@@ -160,7 +168,8 @@ def measure(margin: float | None, words: Iterable[str],
         words: the query's content words (``store.fts_terms`` of ``search.lexical_text``).
         forms_of: ``word_forms`` of a word over the index's vocabulary (a caller may cache it).
         rows_of: sorted unique chunk ids (int64) holding a token sequence as a phrase
-            (``Bm25.phrase_rows``); it may raise, and then the word counts as found.
+            (``Bm25.phrase_rows``); it may raise: that word then weighs nothing and is never
+            missed (a failed lookup must not make a question "not covered").
         leading: chunk ids of the leading results, best first (the first ``LEADING`` count;
             a merged result counts by the chunk that ranked).
         rows: chunks in the index (for the inverse document frequency).
