@@ -83,11 +83,6 @@ class Coverage:
     missed: tuple[str, ...] = ()
     missed_share: float = 0.0
 
-    @property
-    def absent_share(self) -> float:
-        """``len(absent) / words`` in [0, 1] (0 for a query without content words)."""
-        return len(self.absent) / self.words if self.words else 0.0
-
     def effective_margin(self, missed_cost: float = MISSED_COST) -> float | None:
         """The margin less ``missed_cost`` × the missed share; None without a margin."""
         if self.margin is None:
