@@ -215,12 +215,16 @@ def expand(hits: Sequence[Any], budget_chars: int, file_chunks: FileChunks) -> l
     seen: set[int] = set()
     used = 0
     for group, (seed, win, _) in zip(groups, plans):
-        if seed.id in seen or (used + _cost(seed, []) > budget_chars and used):
+        if seed.id in seen:
+            continue
+        alone = _cost_of([seed])
+        if used + alone > budget_chars and used:
             continue
         window = [seed] + [n for n in win if n.id not in seen]
-        if used + _cost_of(window) <= budget_chars:
+        size = _cost_of(window)
+        if used + size <= budget_chars:
             seen.update(n.id for n in window)
-            used += _cost_of(window)
+            used += size
             group.extend(window)
         else:
             # Too long whole: the part nearest the seed, within a share of what is left,
@@ -228,7 +232,7 @@ def expand(hits: Sequence[Any], budget_chars: int, file_chunks: FileChunks) -> l
             share = used + (budget_chars - used) * WINDOW_SHARE
             group.append(seed)
             seen.add(seed.id)
-            used = _fill(group, win, seen, used + _cost_of(group), share)
+            used = _fill(group, win, seen, used + alone, share)
     for group, (_, win, extra) in zip(groups, plans):
         if group:
             used = _fill(group, win + extra, seen, used, budget_chars)
@@ -295,15 +299,10 @@ def _neighbours(chunk, file_chunks: FileChunks) -> list[Any]:
     return out
 
 
-def _cost(chunk, group: Sequence[Any]) -> int:
-    """Characters ``chunk`` adds to a prompt's context when joined to ``group``, counted on
-    ``varaverk.prompts.group_block``'s own layout of the group in line order (labels, line
-    breaks), with the blank line between groups when it opens one."""
-    return _cost_of([*group, chunk]) - _cost_of(group)
-
-
 def _cost_of(chunks: Sequence[Any]) -> int:
-    """Characters a group made of ``chunks`` takes in a prompt's context (``_cost``)."""
+    """Characters a group made of ``chunks`` takes in a prompt's context, counted on
+    ``varaverk.prompts.group_block``'s own layout of the group in line order (labels, line
+    breaks), with the blank line between groups; 0 for no chunks."""
     if not chunks:
         return 0
     return len(group_block(sorted(chunks, key=lambda c: (c.start_line, c.part)))) + 2
