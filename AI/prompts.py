@@ -41,14 +41,6 @@ How to answer:
   part the documentation does not cover. Do not fill the gap from general knowledge."""
 
 
-def label(chunk: Any) -> str:
-    """The citation label of a chunk: ``[path › SECTION › title]`` with empty parts left out.
-
-    A split chunk's part number is not shown: every part cites the same place.
-    """
-    return f"[{chunk.citation}]"
-
-
 SUBTITLE = "\u203a "  # opens the line naming a titled run inside a group (group_block)
 
 

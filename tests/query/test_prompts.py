@@ -7,7 +7,7 @@ import pytest
 from varaverk.chunking import Chunk
 from varaverk.config import Settings
 from varaverk.prompts import (ANSWER_RULES, build_messages, context_budget, format_context,
-                              label, trim_history)
+                              group_block, trim_history)
 from varaverk.profiles import PROFILES, get_profile
 
 
@@ -16,6 +16,11 @@ def chunk(path="Backup/rsync_mirror.sh", section="OPERATIONAL SAFEGUARDS",
           start=1):
     return Chunk(path=path, kind="header", section=section, title=title, start_line=start,
                  end_line=start + 1, text=text, context="", part=part)
+
+
+def label(c) -> str:
+    """The label line an excerpt of one chunk opens with."""
+    return group_block([c]).split("\n")[0]
 
 
 def test_label_is_path_section_title():
