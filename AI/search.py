@@ -1099,17 +1099,18 @@ class Retriever:
             word = m.group(0).strip(".-_")
             if len(word) < 2 or word.lower() in STOPWORDS or word in out:
                 continue
-            start = query[:m.start()].rstrip()
-            sentence_start = not start or start[-1] in ".?!:;\"'(—-"
-            looks_named = (
-                (word[0].isupper() and not sentence_start and not word.isupper())
-                or (word.isupper() and sum(c.isalpha() for c in word) >= 1 and len(word) >= 2)
-                or any(c.isdigit() for c in word) or any(c in "_." for c in word)
-            )
             # Quantities ("4G", "2GB", "10k") and two-letter abbreviations ("PC", "OS", "UI")
             # are ordinary words of a question, not names the documentation must contain.
             if word[0].isdigit() or (len(word) == 2 and word.isalpha() and word.isupper()):
-                looks_named = False
+                continue
+            # Cheapest tests first: most words of a question are lower-case letters only.
+            looks_named = (
+                (word[0].isupper() and not word.isupper()
+                 and not _sentence_start(query, m.start()))
+                or (word.isupper() and sum(c.isalpha() for c in word) >= 1 and len(word) >= 2)
+                or (not word.isalpha()
+                    and (any(c.isdigit() for c in word) or any(c in "_." for c in word)))
+            )
             if not looks_named:
                 continue
             try:
@@ -1170,6 +1171,13 @@ class _Label(NamedTuple):
     kind: str
     title: str
 _WORD = re.compile(r"[A-Za-z0-9][\w.-]*[A-Za-z0-9]|[A-Za-z0-9]")
+
+
+def _sentence_start(text: str, at: int) -> bool:
+    """Whether position ``at`` of ``text`` opens a sentence: only blanks before it, or a
+    sentence mark, colon, quote, bracket or dash (a capital there is no sign of a name)."""
+    before = text[:at].rstrip()
+    return not before or before[-1] in ".?!:;\"'(—-"
 
 
 def citations(hits: Iterable[Hit]) -> list[dict]:
