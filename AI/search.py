@@ -732,7 +732,8 @@ class Retriever:
         q.dense_ids = ids[rows]
         q.dense_vals = q.scores[rows].astype(np.float64)
         q.dense_rank = q.dense_ids.tolist()
-        q.dense_of = dict(zip(q.dense_rank, q.dense_vals.tolist()))
+        if self.mode == "dense":  # only the dense-only results look cosines up by id
+            q.dense_of = dict(zip(q.dense_rank, q.dense_vals.tolist()))
         if rows.size:
             q.best_dense = float(q.scores[rows[0]])
 
