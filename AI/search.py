@@ -293,11 +293,17 @@ def lexical_text(text: str) -> str:
     word and ORs them, so nothing here can become FTS5 syntax.
     """
     words: list[str] = []
-    for w in re.findall(r"\w+(?:-\w+)*", text):
-        if len(w) < 2 or w.lower() in STOPWORDS or w.lower() in (x.lower() for x in words):
+    seen: set[str] = set()      # the kept words, lower-cased
+    for w in _LEXICAL_WORD.findall(text):
+        lowered = w.lower()
+        if len(w) < 2 or lowered in STOPWORDS or lowered in seen:
             continue
+        seen.add(lowered)
         words.append(w)
     return " ".join(words)
+
+
+_LEXICAL_WORD = re.compile(r"\w+(?:-\w+)*")
 
 
 
