@@ -38,9 +38,9 @@ SHAPE_SECTIONS: dict[str, str | None] = {
 # case-insensitively against the question; the shape with the highest total wins (ties go to
 # the earlier shape in _ORDER). A cue's triggers are lower-case strings at least one of which
 # every match of its pattern contains: route searches a pattern only when the lower-cased
-# (ASCII) question holds one, so a question is not scanned ~30 times. A cue whose pattern
-# gains an alternative needs that alternative's trigger too (tests/query/test_scoring.py
-# checks every match on many questions).
+# (ASCII) question holds one, so the case-insensitive patterns, which cost the most, run only
+# where they could match. A cue whose pattern gains an alternative needs that alternative's
+# trigger too (tests/query/test_scoring.py checks every match on many questions).
 _CUES: dict[str, list[tuple[str, float, tuple[str, ...]]]] = {
     "safeguard": [
         (r"\b(prevent|prevents|preventing|protect|protects|protection|safeguard|guard)\b", 2.0,
