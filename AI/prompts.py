@@ -22,6 +22,7 @@ characters, so the system prompt, history and answer keep room.
 
 from __future__ import annotations
 
+from itertools import groupby
 from typing import Any, Iterable, Sequence
 
 from varaverk.chunking import SEP
@@ -70,7 +71,8 @@ def group_block(group: Sequence[Any]) -> str:
             n += 1
         shared = shared[:n]
     if not shared:  # chunks of several files: each run under its own whole label
-        return "\n\n".join(group_block(run) for run in _runs(group, lambda c: c.path))
+        return "\n\n".join(group_block(list(run))
+                           for _, run in groupby(group, key=lambda c: c.path))
     head = f"[{SEP.join(shared)}]"
     lines = [head]
     last = shared
@@ -83,17 +85,6 @@ def group_block(group: Sequence[Any]) -> str:
             last = trail
         lines.append(chunk.text.rstrip())
     return "\n".join(lines)
-
-
-def _runs(items: Sequence[Any], key) -> list[list[Any]]:
-    """``items`` cut into runs of equal ``key``, in order."""
-    runs: list[list[Any]] = []
-    for item in items:
-        if runs and key(runs[-1][-1]) == key(item):
-            runs[-1].append(item)
-        else:
-            runs.append([item])
-    return runs
 
 
 def context_budget(settings: Any) -> int:
