@@ -47,7 +47,9 @@ How one query is scored (``Retriever.search``):
    the match (small-to-big). A tiny chunk (one option's paragraph, a bare heading, a
    banner's lines; under ``windows.TINY_CHARS``) comes back with the nearest chunks of its
    parent section (up to ``windows.TINY_MERGE_CHARS``): alone it rarely holds the answer.
-   Two results never hold the same lines.
+   Two results never hold the same lines, and a result that mostly repeats lines an
+   earlier one shows (a near-copy of an example configuration) is listed after the others
+   (``windows.demote_repeats``).
 7. **Relevance threshold.** ``Retriever.confident(hits)`` is False when the query names
    something no chunk mentions ("Minecraft", "Kubernetes": ``unknown_names``) or the best
    cosine similarity is below ``min_score`` (``AI_MIN_SCORE``, or ``DEFAULT_MIN_SCORE``,
@@ -766,6 +768,7 @@ class Retriever:
             hits = self._reranked(q, hits)
         else:
             hits = self._merge_read(hits, q.k)
+        hits = windows.demote_repeats(hits)
         mark_aliases(q.text, hits)
         return hits
 

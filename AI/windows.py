@@ -7,6 +7,9 @@ Two steps around ranking (``varaverk.search``) use this module:
    ``MERGE_CHARS``; a tiny chunk (under ``TINY_CHARS``: one option's paragraph, a bare heading,
    a banner's lines) comes back with the nearest chunks of its parent section, up to
    ``TINY_MERGE_CHARS``. Two results never hold the same lines, and a window is contiguous.
+   Then a result whose text mostly repeats lines an earlier result shows (a near-copy: two
+   example configurations that differ in one block) is listed after the others
+   (``demote_repeats``), so the first results spend their characters on different text.
 2. **Packing a prompt** (``expand``, small-to-big for the prompt). Every hit's own chunk
    first, best first, then each grows with its merged window and the rest of its section,
    within a character budget counted as ``varaverk.prompts.format_context`` lays the groups
@@ -37,6 +40,10 @@ TINY_MERGE_CHARS = 1000
 # may spend on that window's nearest part before the hits after it get their own chunk (set
 # with ai-eval's prompt hit on every dev corpus together, inside the range that packs alike).
 WINDOW_SHARE = 0.7
+# A result at least this share of whose text (by characters) is lines that earlier results
+# already show is listed after the others (set with ai-eval on every dev corpus together, in
+# the middle of the range that ranks alike).
+REPEAT_SHARE = 0.5
 
 FileChunks = Callable[[str], list]
 SectionChunks = Callable[[str, str], list]
@@ -109,6 +116,41 @@ def _joined(hit, parts: list, grown: bool):
     out = object.__new__(type(hit))
     out.__dict__.update(hit.__dict__, chunk=chunk, grown=grown)
     return out
+
+
+def demote_repeats(hits: list, share: float = REPEAT_SHARE) -> list:
+    """List results that mostly repeat earlier results' lines after the others.
+
+    Real documentation holds near-copies: example configurations that differ in one block,
+    one option in a page and in a sample config made from it. A near-copy ranks beside its
+    original and spends the reader's and the context's characters on lines already shown.
+    A hit at least ``share`` of whose text (by characters, each distinct line counted once)
+    is lines of the results kept before it, as written, moves after every hit that is not,
+    keeping its order among the moved ones. The first hit and a hit titled with a name in
+    the query (``Hit.exact``) never move; scores, texts and line ranges are unchanged and
+    nothing is removed.
+
+    Args:
+        hits: ranked hits, best first (``merge_parts`` output).
+        share: in (0, 1]: the repeated share of its characters that moves a hit.
+
+    Returns:
+        The same hits in a new list, near-copies last.
+    """
+    kept: list = []
+    moved: list = []
+    shown: set[str] = set()
+    for hit in hits:
+        text = hit.chunk.text
+        lines = set(text.splitlines())
+        if kept and not hit.exact and text:
+            common = lines & shown
+            if common and sum(map(len, common)) >= share * len(text):
+                moved.append(hit)
+                continue
+        kept.append(hit)
+        shown |= lines
+    return kept + moved
 
 
 def _siblings(c, files: dict[str, list], file_chunks: FileChunks,

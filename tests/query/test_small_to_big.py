@@ -271,3 +271,70 @@ def test_every_label_a_prompt_carries_names_the_file_section_and_lines_handed_ov
         for line in body:
             assert line.strip() in "\n".join(held)
     assert at == len(lines)
+
+
+# -- near-copies among the results ----------------------------------------------------------
+
+def _hit(n: int, text: str, exact: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(n=n, chunk=SimpleNamespace(text=text), exact=exact)
+
+
+def _order(hits, **kw) -> list[int]:
+    return [h.n for h in windows.demote_repeats(hits, **kw)]
+
+
+CONFIG = "\n".join(f"  setting_{i}: value number {i}" for i in range(10))
+
+
+def test_a_near_copy_of_an_earlier_result_is_listed_after_the_others():
+    hits = [_hit(0, "intro\n" + CONFIG), _hit(1, "other intro\n" + CONFIG),
+            _hit(2, "a different answer\nwith lines of its own"), _hit(3, CONFIG)]
+    assert _order(hits) == [0, 2, 1, 3]
+    # Nothing is removed or rewritten: the moved hits are the same objects.
+    moved = windows.demote_repeats(hits)
+    assert {id(h) for h in moved} == {id(h) for h in hits}
+
+
+def test_a_result_moves_only_when_the_repeated_share_of_its_characters_reaches_the_share():
+    own = "x" * 300                      # one line of its own
+    hits = [_hit(0, CONFIG), _hit(1, own + "\n" + CONFIG), _hit(2, "z")]
+    repeated = sum(len(line) for line in CONFIG.splitlines())
+    share = repeated / len(hits[1].chunk.text)
+    assert _order(hits, share=share) == [0, 2, 1]
+    assert _order(hits, share=share + 0.01) == [0, 1, 2]
+    # Lines are compared as written: the same words indented otherwise are not a repeat.
+    shifted = "\n".join("    " + line for line in CONFIG.splitlines())
+    assert _order([_hit(0, CONFIG), _hit(1, shifted), _hit(2, "z")]) == [0, 1, 2]
+
+
+def test_the_first_result_an_exact_name_and_an_empty_text_never_move():
+    hits = [_hit(0, CONFIG), _hit(1, CONFIG, exact=True), _hit(2, ""), _hit(3, "z")]
+    assert _order(hits) == [0, 1, 2, 3]
+    assert _order([]) == []
+
+
+def _example(board: str) -> str:
+    return (f"## {board} with a USB stick\n\nA full example for the {board}.\n\n```yaml\n"
+            + "\n".join(f"detectors_{i}:\n  stick_{i}: usb pump setting {i}" for i in range(16))
+            + "\n```\n")
+
+
+def test_search_lists_a_near_copy_of_a_result_after_a_different_match(tmp_path, model_server,
+                                                                       monkeypatch):
+    # Two example configurations that differ in their heading line ranked first and second,
+    # so the second spent the context's characters on lines the first had just shown.
+    retriever = _guide(tmp_path, model_server, {
+        "docs/examples.md": "# Examples\n\n" + _example("Pi") + "\n" + _example("Mini PC"),
+        "docs/two.md": "# Detectors\n\n## Two sticks\n\nRun two usb sticks as usb:0 and usb:1 "
+                       "under detectors, one stick each.\n"})
+    query = "example configuration for a usb stick"
+    monkeypatch.setattr(windows, "demote_repeats", lambda hits, share=0.5: hits)
+    before = [h.chunk.path for h in retriever.search(query, 3)]
+    monkeypatch.undo()
+    after = retriever.search(query, 3)
+    assert before == ["docs/examples.md", "docs/examples.md", "docs/two.md"]
+    assert all(len(c.text) > windows.TINY_CHARS      # each example is its own result
+               for c in retriever.index.chunks_for_path("docs/examples.md"))
+    assert [h.chunk.path for h in after] == ["docs/examples.md", "docs/two.md",
+                                             "docs/examples.md"]
+    assert after[0].score > after[2].score > after[1].score   # scores are left as fused
