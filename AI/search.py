@@ -4,7 +4,7 @@ How one query is scored (``Retriever.search``):
 
 1. **Dense.** The query is embedded once (``Embedder.embed_query``: float32 (dim,), unit length)
    and scored against the index's contiguous float32 matrix (n, dim) with ONE matrix-vector
-   product (``np.einsum``): cosine similarity, because every stored row is L2-normalised. Rows whose vector is
+   product (``np.vecdot``, a dot product per row): cosine similarity, because every stored row is L2-normalised. Rows whose vector is
    zero or not finite can never rank (masked). Top-k is ``np.argpartition`` then a sort of the
    k survivors: O(n) plus O(k log k), no Python loop over rows.
 2. **Filters.** ``kind`` and ``section`` are hard filters: boolean masks over the rows that
@@ -181,10 +181,11 @@ def dense_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     """
     if matrix.shape[0] == 0:
         return np.zeros(0, dtype=np.float32)
-    # einsum runs numpy's own single-threaded SIMD loop. For one query vector that beats the
-    # BLAS matrix-vector product, whose thread hand-off costs milliseconds on a busy 2-core
-    # host (measured 0.3 ms vs 20 ms at 3k rows under load; tests/benchmarks/bench_scoring.py).
-    return np.einsum("ij,j->i", matrix, query.astype(matrix.dtype, copy=False))
+    # vecdot takes one vector dot product per row, each on one thread. The BLAS matrix-vector
+    # product would wake its thread pool for every query, which costs milliseconds whenever
+    # the pool has gone to sleep (a query at a time, a busy host); einsum's own loop is slower
+    # than the per-row dot (tests/benchmarks/bench_scoring.py).
+    return np.vecdot(matrix, query.astype(matrix.dtype, copy=False))
 
 
 def filter_mask(kinds: np.ndarray, sections: np.ndarray, kind: str | None = None,
