@@ -1172,7 +1172,10 @@ class Retriever:
     def expand(self, hits: Sequence[Hit], budget_chars: int) -> list[list[Any]]:
         """A prompt's context groups for ``hits`` within ``budget_chars`` characters, labels
         counted: ``varaverk.windows.expand`` over this index's chunks (shapes there)."""
-        return windows.expand(hits, budget_chars, self._file_chunks)
+        # One table for the whole packing: ``_table`` asks the index for its generation (an
+        # SQL query), and expand reads a file's chunks for every hit.
+        cache = self._table()
+        return windows.expand(hits, budget_chars, lambda path: self._file_chunks(path, cache))
 
 
 class _Label(NamedTuple):
