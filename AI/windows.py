@@ -308,7 +308,8 @@ def _expansion(hit, file_chunks: FileChunks) -> tuple[Any, list[Any], list[Any]]
     ``_neighbours`` outside that window when it is a part or tiny. A hit that was not
     merged is its own seed with an empty window."""
     c = hit.chunk
-    stored = {n.id: n for n in file_chunks(c.path)}
+    chunks = file_chunks(c.path)
+    stored = {n.id: n for n in chunks}
     seed = stored.get(c.id)
     window: list[Any] = []
     if seed is None or (seed.start_line, seed.end_line) == (c.start_line, c.end_line):
@@ -320,16 +321,16 @@ def _expansion(hit, file_chunks: FileChunks) -> tuple[Any, list[Any], list[Any]]
     extra: list[Any] = []
     if seed.part > 0 or hit.grown or len(seed.text) < TINY_CHARS:
         taken = {n.id for n in window}
-        extra = [n for n in _neighbours(seed, file_chunks) if n.id not in taken]
+        extra = [n for n in _neighbours(seed, chunks) if n.id not in taken]
     return seed, window, extra
 
 
-def _neighbours(chunk, file_chunks: FileChunks) -> list[Any]:
-    """Chunks of the same file that belong with ``chunk``: the other parts of a split
-    chunk (same section and title), or, for a tiny chunk, the rest of its section; nearest
-    in the file first."""
+def _neighbours(chunk, chunks: Sequence[Any]) -> list[Any]:
+    """Chunks of ``chunks`` (``chunk``'s file, in document order) that belong with
+    ``chunk``: the other parts of a split chunk (same section and title), or, for a tiny
+    chunk, the rest of its section; nearest in the file first."""
     out = []
-    for n in file_chunks(chunk.path):
+    for n in chunks:
         if n.id == chunk.id:
             continue
         if chunk.part > 0:
