@@ -76,14 +76,13 @@ def merge_parts(hits: list, k: int, file_chunks: FileChunks,
     """
     out: list = []
     covered: set[int] = set()
-    files: dict[str, list] = {}
     for hit in hits:
         if len(out) >= k:
             break
         c = hit.chunk
         if c.id in covered:
             continue
-        siblings = _siblings(c, files, file_chunks, section_chunks)
+        siblings = _siblings(c, file_chunks, section_chunks)
         ids = [s.id for s in siblings]
         if c.id not in ids:
             out.append(hit)
@@ -153,27 +152,23 @@ def demote_repeats(hits: list, share: float = REPEAT_SHARE) -> list:
     return kept + moved
 
 
-def _siblings(c, files: dict[str, list], file_chunks: FileChunks,
-              section_chunks: SectionChunks) -> list:
+def _siblings(c, file_chunks: FileChunks, section_chunks: SectionChunks) -> list:
     """The chunks a hit merges with, in line order (itself included); [] for none: the
     parts of a split section, the keys of a YAML block, or for a tiny chunk the rest of
-    its parent section (the same file and section). ``files``: the file chunks one merge
-    has read, by path."""
+    its parent section (the same file and section)."""
     block = (getattr(c, "meta", None) or {}).get("block")
     tiny = _tiny(c)
     if c.part <= 0 and not block and not tiny:
         return []
-    if c.path not in files:
-        files[c.path] = file_chunks(c.path)
     if tiny:
         section = section_chunks(c.path, c.section)
         if any(s.id == c.id for s in section):
             return list(section)
-        found = [s for s in files[c.path] if s.id == c.id or s.section == c.section]
+        found = [s for s in file_chunks(c.path) if s.id == c.id or s.section == c.section]
     elif block:
-        found = [s for s in files[c.path] if (s.meta or {}).get("block") == block]
+        found = [s for s in file_chunks(c.path) if (s.meta or {}).get("block") == block]
     else:
-        found = [s for s in files[c.path]
+        found = [s for s in file_chunks(c.path)
                  if s.part > 0 and s.section == c.section and s.title == c.title]
     found.sort(key=lambda s: (s.start_line, s.part))
     return found
