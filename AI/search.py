@@ -768,7 +768,7 @@ class Retriever:
         if self.reranker is not None:
             hits = self._reranked(q, hits)
         else:
-            hits = self._merge_read(hits, q.k)
+            hits = self._merge_read(hits, q.k, q.cache)
         hits = windows.demote_repeats(hits)
         mark_aliases(q.text, hits)
         return hits
@@ -777,7 +777,7 @@ class Retriever:
         """The leading ``reranker.top_n`` results reordered by the reranker's relevance
         (a chunk titled with a name in the query stays first); the fused order when the
         reranker fails. Scores stay the fused ones (the threshold never sees the reranker's)."""
-        pool = self._merge_read(hits, max(q.k, self.reranker.top_n))
+        pool = self._merge_read(hits, max(q.k, self.reranker.top_n), q.cache)
         scores = self.reranker.scores(q.text, [h.chunk.text for h in pool])
         if scores is None:
             return pool[:q.k]
@@ -938,27 +938,27 @@ class Retriever:
                             boosted, q.best_dense, q.unknown))
         return hits
 
-    def _merge_read(self, hits: list[Hit], k: int) -> list[Hit]:
+    def _merge_read(self, hits: list[Hit], k: int, cache: _TableCache) -> list[Hit]:
         """``_merge_parts`` over ranked hits whose chunks may be labels only: reads the chunks
-        of the leading hits (more only when merging consumed them) and merges."""
+        of the leading hits (more only when merging consumed them) and merges, all from the
+        table the search ranked on (``cache``)."""
         n = min(len(hits), k)
         while True:
             missing = [h.chunk.id for h in hits[:n] if isinstance(h.chunk, _Label)]
             if missing:
-                found = self._chunks(missing)
+                found = self._chunks(missing, cache)
                 for h in hits[:n]:
                     if isinstance(h.chunk, _Label):
                         h.chunk = found.get(h.chunk.id, h.chunk)
             ready = [h for h in hits[:n] if not isinstance(h.chunk, _Label)]
-            out = self._merge_parts(ready, k)
+            out = self._merge_parts(ready, k, cache)
             if len(out) >= k or n >= len(hits):
                 return out
             n = min(len(hits), n * 2)
 
-    def _merge_parts(self, hits: list[Hit], k: int) -> list[Hit]:
-        """``windows.merge_parts`` over this table's chunks: a split section, a YAML block
-        or a tiny chunk's parent section comes back as one result."""
-        cache = self._cache or self._table()   # the table the search read
+    def _merge_parts(self, hits: list[Hit], k: int, cache: _TableCache) -> list[Hit]:
+        """``windows.merge_parts`` over the chunks of ``cache``'s table: a split section, a
+        YAML block or a tiny chunk's parent section comes back as one result."""
         return windows.merge_parts(hits, k, lambda path: self._file_chunks(path, cache),
                                    lambda path, section: self._section_chunks(path, section,
                                                                               cache))
@@ -1062,13 +1062,13 @@ class Retriever:
             cache.sections_of[key] = found
         return found
 
-    def _chunks(self, ids: list[int], cache: _TableCache | None = None) -> dict[int, Any]:
-        """{id: stored chunk} of those ids that exist; chunks read once are kept with the
-        table of their index generation (up to ``CHUNK_CACHE``) and not read again."""
+    def _chunks(self, ids: list[int], cache: _TableCache) -> dict[int, Any]:
+        """{id: stored chunk} of those ids that exist; chunks read once are kept with
+        ``cache``, the table of their index generation (up to ``CHUNK_CACHE``), and not read
+        again."""
         if not ids:
             return {}
-        # A search passes its own table; small-to-big's reads use the latest one.
-        kept = (cache or self._cache or self._table()).chunks
+        kept = cache.chunks
         found = {cid: kept[cid] for cid in ids if cid in kept}
         missing = [cid for cid in ids if cid not in found]
         if missing:
