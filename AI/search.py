@@ -859,9 +859,9 @@ class Retriever:
         key = (boosted, self.routing_kinds)
         found = cache.routed.get(key)
         if found is None:
-            found = np.asarray(cache.sections, dtype=str) == boosted
+            found = cache.sections_upper == boosted
             if self.routing_kinds is not None:
-                found &= np.isin(np.asarray(cache.kinds, dtype=str), list(self.routing_kinds))
+                found &= np.isin(np.asarray(cache.table.kinds), list(self.routing_kinds))
             cache.routed[key] = found
         return found
 
