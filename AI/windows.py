@@ -304,13 +304,12 @@ def _expansion(hit, file_chunks: FileChunks) -> tuple[Any, list[Any], list[Any]]
     merged is its own seed with an empty window."""
     c = hit.chunk
     chunks = file_chunks(c.path)
-    stored = {n.id: n for n in chunks}
-    seed = stored.get(c.id)
+    seed = next((n for n in chunks if n.id == c.id), None)
     window: list[Any] = []
     if seed is None or (seed.start_line, seed.end_line) == (c.start_line, c.end_line):
         seed = c
     else:
-        window = sorted((n for n in stored.values() if n.id != seed.id
+        window = sorted((n for n in chunks if n.id != seed.id
                          and c.start_line <= n.start_line and n.end_line <= c.end_line),
                         key=lambda n: abs(n.start_line - seed.start_line))
     extra: list[Any] = []
