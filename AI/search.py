@@ -429,6 +429,7 @@ class _Query:
     names: list[str]
     unknown: tuple[str, ...]
     lexical: str = ""                         # ``lexical_text`` of the question
+    terms: list[str] = field(default_factory=list)   # ``fts_terms`` of ``lexical``
     pool: int = POOL
     scores: np.ndarray | None = None          # float32 (n,) cosine of every row, when dense ran
     best_dense: float | None = None
@@ -671,10 +672,12 @@ class Retriever:
                    cache=cache, mask=self._mask(cache, kind, section, wanted),
                    names=exact_names(query), unknown=tuple(self._unknown_names(query, cache)),
                    sources=wanted, lexical=lexical_text(query))
+        q.terms = fts_terms(q.lexical)
         q.pool = max(POOL, k * 3)
         self._dense(q)
         if self.mode in ("hybrid", "lexical"):
-            q.lex_ids, q.lex_scores = self._lexical_scored(q.lexical, q.pool, cache, q.mask)
+            q.lex_ids, q.lex_scores = self._lexical_scored(q.lexical, q.pool, cache, q.mask,
+                                                           q.terms)
             q.lex_rank = q.lex_ids.tolist()
             q.lex_of = dict(zip(q.lex_rank, q.lex_scores.tolist()))
         if self.mode == "dense":
@@ -712,7 +715,7 @@ class Retriever:
             if found is False:
                 found = forms[word] = _coverage.word_forms(word, vocabulary)
             return found
-        return _coverage.measure(margin, fts_terms(q.lexical), forms_of,
+        return _coverage.measure(margin, q.terms, forms_of,
                                  lambda toks: bm25.phrase_rows(toks)[0],
                                  [h.chunk.id for h in hits], bm25.rows)
 
@@ -978,10 +981,11 @@ class Retriever:
         scores *= _UNIT
 
     def _lexical_scored(self, text: str, limit: int, cache: _TableCache,
-                        mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+                        mask: np.ndarray | None, terms: list[str] | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
         """BM25 hits for free text, best first (ties: lower id first), at most ``limit``,
         restricted to rows the mask allows (None: every row): ``(chunk ids int64, scores
-        float64)``.
+        float64)``. ``terms``: ``fts_terms(text)`` when the caller has it already.
 
         Scored in-process from FTS5's own postings (``varaverk.lexical.Bm25``: FTS5's numbers,
         without a ``MATCH`` per query); text only FTS5 can tokenize goes to
@@ -994,7 +998,7 @@ class Retriever:
         scored = None
         if bm25 is not None:
             try:
-                scored = bm25.score(fts_terms(text))
+                scored = bm25.score(fts_terms(text) if terms is None else terms)
             except Exception as exc:  # an unreadable posting costs the fast path, not the query
                 log.warning("in-process BM25 failed (%s); using FTS5", exc)
         if scored is None:
