@@ -557,11 +557,13 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
     with (lock() if lock is not None else _default_lock(settings)):
         report.locked = True
         with Index.open(index_path) as idx:
-            listing, entries = _list_all(settings, matcher,
-                                         *((None, None) if force else (idx.file_states(),
-                                                                       idx.meta())))
-            _refresh_locked(settings, idx, listing, entries, factory, force, progress, report,
-                            started)
+            run = _Run(settings, idx, None, factory, force, progress, report, started,
+                       states={} if force else idx.file_states(), meta=idx.meta(),
+                       changes=IndexChanges(replace_all=force))
+            # --force (no states) decides every kind afresh.
+            run.listing, run.entries = _list_all(settings, matcher,
+                                                 None if force else run.states, run.meta)
+            _refresh_locked(run)
     return report
 
 
@@ -639,11 +641,9 @@ class _Run:
         return lambda: _cached_links(self._links, entry.source, self.entries, self.listing.root)
 
 
-def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force, progress,
-                    report: IndexReport, started: float) -> None:
+def _refresh_locked(run: _Run) -> None:
     """The locked pass: compare, read, chunk, embed and write, in that order (see module doc)."""
-    run = _Run(settings, idx, listing, get_embedder, force, progress, report, started,
-               changes=IndexChanges(replace_all=force), entries=entries)
+    listing, entries, report, started = run.listing, run.entries, run.report, run.started
     _load_stored(run)
     report.tracked = len(listing.entries)
     report.head = listing.head
@@ -654,8 +654,8 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
     report.timings["prepare"] = time.monotonic() - started
     if run.pending:
         _embed_pending(run)
-    elif force:
-        emb = get_embedder()
+    elif run.force:
+        emb = run.get_embedder()
         run.changes.embedder = (emb.backend, emb.model, None)
     if not _has_changes(run):
         report.seconds = time.monotonic() - started
@@ -664,9 +664,8 @@ def _refresh_locked(settings, idx: Index, listing, entries, get_embedder, force,
 
 
 def _load_stored(run: _Run) -> None:
-    """Read the stored rows and meta; refuse another embedder before any work."""
-    run.states = {} if run.force else run.idx.file_states()
-    run.meta = run.idx.meta()
+    """Judge the stored rows and meta (read with the listing); refuse another embedder
+    before any work."""
     run.stamp = chunker_stamp()
     # New chunking rules: re-chunk every document (unchanged chunk texts keep their vectors).
     run.rechunk = bool(run.states) and run.meta.get("chunker") != run.stamp
