@@ -283,15 +283,14 @@ def _kind(root: Path, tracked: sources.TrackedPath, spec: SourceSpec,
 
 def _sniffed(root: Path, tracked: sources.TrackedPath, stored: FileState | None,
              folders: dict[str, str] | None = None) -> tuple[str, os.stat_result | None]:
-    """``("header", st)`` for a script known by its shebang only, else ``("", st)``; ``st``
-    is the path's lstat (None when it cannot be a script or cannot be read).
+    """``("header", st)`` for a script candidate (``sources.could_be_script``, decided by
+    ``_kind``) known by its shebang only, else ``("", st)``; ``st`` is the path's lstat (None
+    when it cannot be read).
 
     The verdict ``stored`` by the last run stands while the file's size and mtime do, so a
     no-op run opens no file; a changed file is sniffed again, as it may have gained or lost
     its shebang. ``--force`` (no stored states) sniffs every candidate.
     """
-    if not sources.could_be_script(tracked):
-        return "", None
     st, reason = sources.lstat_entry(root, tracked, folders)
     if reason or st is None:
         return "", None
