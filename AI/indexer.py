@@ -149,7 +149,7 @@ class _Listed(NamedTuple):
     heads: dict[str, str]
     roots: dict[str, str]
     specs: list[SourceSpec]
-    glob_verdicts: str = ""
+    glob_verdicts: str
 
 
 def _head_key(name: str) -> str:
@@ -221,11 +221,9 @@ def _list_all(settings, matcher: sources.KindMatcher, states: dict | None = None
 
 
 def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
-              spec: SourceSpec | None = None, states: dict | None = None,
-              verdicts: tuple[dict | None, dict] | None = None) -> list[_Entry]:
+              spec: SourceSpec, states: dict | None,
+              verdicts: tuple[dict | None, dict]) -> list[_Entry]:
     """Kind and disk check of every tracked path of one source (the kind: ``_kind``)."""
-    spec = spec or SourceSpec(DEFAULT_SOURCE, "repo", listing.root)
-    verdicts = verdicts or (None, {})
     folders: dict[str, str] = {}  # each folder is checked for links once (lstat_entry)
     entries = []
     for tracked in listing.entries:
@@ -252,7 +250,7 @@ def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
 
 def _kind(root: Path, tracked: sources.TrackedPath, spec: SourceSpec,
           matcher: sources.KindMatcher, stored: FileState | None,
-          verdicts: tuple[dict | None, dict], folders: dict[str, str] | None = None
+          verdicts: tuple[dict | None, dict], folders: dict[str, str]
           ) -> tuple[str, os.stat_result | None]:
     """One tracked path's kind ("" for none) and the lstat of a sniffed script (``_sniffed``).
 
@@ -282,7 +280,7 @@ def _kind(root: Path, tracked: sources.TrackedPath, spec: SourceSpec,
 
 
 def _sniffed(root: Path, tracked: sources.TrackedPath, stored: FileState | None,
-             folders: dict[str, str] | None = None) -> tuple[str, os.stat_result | None]:
+             folders: dict[str, str]) -> tuple[str, os.stat_result | None]:
     """``("header", st)`` for a script candidate (``sources.could_be_script``, decided by
     ``_kind``) known by its shebang only, else ``("", st)``; ``st`` is the path's lstat (None
     when it cannot be read).
