@@ -493,7 +493,6 @@ class _TableCache:
     """Per vector-table arrays computed once (the table is cached by the index until it changes)."""
 
     table: Any
-    row_of: dict[int, int]
     sections_upper: np.ndarray
     ids: np.ndarray                 # int64 (n,), ascending (the table is in id order)
     kinds: list[str]                # per row, as Python lists: scalar access in the ranking loop
@@ -588,7 +587,6 @@ class Retriever:
             ids = np.asarray(table.ids, dtype=np.int64)
             self._cache = _TableCache(
                 table=table,
-                row_of={int(i): r for r, i in enumerate(ids.tolist())},
                 sections_upper=np.char.upper(np.asarray(table.sections).astype(str)),
                 ids=ids,
                 kinds=[str(x) for x in np.asarray(table.kinds).tolist()],
@@ -1030,10 +1028,12 @@ class Retriever:
         except Exception as exc:  # a bad MATCH must cost the lexical half, not the query
             log.warning("lexical search failed (%s); using dense results only", exc)
             return []
+        # A chunk without a vector row is kept (filtered later by its own kind and section).
+        rows = (_rows_of(cache.ids, np.array([c for c, _ in found], dtype=np.int64))
+                if mask is not None else None)
         out = []
-        for cid, bm25 in found:
-            row = cache.row_of.get(int(cid))
-            if row is not None and mask is not None and not mask[row]:
+        for i, (cid, bm25) in enumerate(found):
+            if rows is not None and rows[i] >= 0 and not mask[rows[i]]:
                 continue
             out.append((int(cid), float(bm25)))
             if len(out) >= limit:
