@@ -106,6 +106,9 @@ FILE_TOP = 3                # a file's score: the sum of its best candidates' sc
 # "Configuration" is not the CONFIGURATION section of a script header.
 ROUTING_KINDS: tuple[str, ...] | None = None
 POOL = 50                   # candidates taken from each retriever before fusion
+# From this many rows top_k selects on a sampled threshold first; below it one partition of
+# every score costs less than the sampling pass's extra array calls (bench_scoring).
+SAMPLE_FROM = 8192
 FILE_CACHE = 256            # files whose chunks a retriever keeps for small-to-big
 CHUNK_CACHE = 4096          # chunks a retriever keeps by id (the leading results of queries)
 WORD_FORMS_CACHE = 20000    # query words whose inflected forms in the index a retriever keeps
@@ -219,7 +222,7 @@ def top_k(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndar
     k = min(k, allowed)
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
-    if k * 16 < s.size:
+    if k * 16 < s.size and s.size >= SAMPLE_FROM:
         # Select on a threshold first: the j-th best of every 16th score leaves about 3k
         # candidates (never fewer than k, else the full partition below), so the O(n) pass is
         # one comparison instead of a selection over every row.
@@ -227,17 +230,19 @@ def top_k(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndar
         j = min(sample.size, -(-3 * k // 16) + 1)
         threshold = np.partition(sample, sample.size - j)[sample.size - j]
         candidates = np.flatnonzero(s >= threshold)
-        if candidates.size >= k:
-            part = candidates[np.argpartition(-s[candidates], k - 1)[:k]]
-        else:
-            part = np.argpartition(-s, k - 1)[:k]
+        part = (candidates[_best(s[candidates], k)] if candidates.size >= k
+                else _best(s, k))
     elif k < s.size:
-        part = np.argpartition(-s, k - 1)[:k]
+        part = _best(s, k)
     else:
         part = np.arange(s.size)
-    order = np.lexsort((part, -s[part]))
-    out = part[order]
-    return out[np.isfinite(s[out])]
+    out = part[np.lexsort((part, -s[part]))]
+    return out if mask is None else out[np.isfinite(s[out])]
+
+
+def _best(s: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest values of ``s`` (0 < k ≤ s.size), in no order."""
+    return np.argpartition(s, s.size - k)[s.size - k:]
 
 
 def rrf(rankings: Sequence[Sequence[int]], k: float = RRF_K,

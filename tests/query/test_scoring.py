@@ -181,16 +181,20 @@ def test_header_key_ranks_before_its_template_copy():
     assert hits[2].score == 0.8  # a template key with no header twin keeps its score
 
 
-def test_top_k_threshold_path_equals_a_full_sort():
-    # Large enough for the threshold selection; compared with a plain sort of the allowed rows.
+def test_top_k_equals_a_full_sort_on_both_selection_paths():
+    # Below SAMPLE_FROM one partition, from it the threshold selection; both compared with a
+    # plain stable sort of the allowed rows (rounded scores tie inside the selection).
+    from varaverk.search import SAMPLE_FROM
     rng = np.random.default_rng(7)
-    scores = rng.standard_normal(5000).astype(np.float32)
-    mask = rng.random(5000) > 0.3
-    for k in (1, 5, 50, 300):
+    for n in (SAMPLE_FROM // 3, 2 * SAMPLE_FROM):
+        scores = rng.standard_normal(n).astype(np.float32)
+        scores[::7] = np.round(scores[::7], 1)
+        mask = rng.random(n) > 0.3
         allowed = np.flatnonzero(mask)
-        expected = allowed[np.argsort(-scores[allowed], kind="stable")][:k]
-        assert top_k(scores, k, mask).tolist() == expected.tolist()
-    assert top_k(scores, 50).tolist() == np.argsort(-scores, kind="stable")[:50].tolist()
+        for k in (1, 5, 50, 300):
+            expected = allowed[np.argsort(-scores[allowed], kind="stable")][:k]
+            assert top_k(scores, k, mask).tolist() == expected.tolist()
+        assert top_k(scores, 50).tolist() == np.argsort(-scores, kind="stable")[:50].tolist()
 
 
 def test_file_gains_favour_the_file_that_matches_as_a_whole():
