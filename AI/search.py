@@ -263,11 +263,13 @@ def rrf(rankings: Sequence[Sequence[int]], k: float = RRF_K,
     return fused
 
 
+# Each pattern with the character every match of it holds: a query without that character
+# skips the pattern (most questions hold none of them).
 _NAME_PATTERNS = (
-    re.compile(r"`([^`\n]{2,80})`"),                          # anything in backticks
-    re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*[\w])"),         # --force-delete, -n
-    re.compile(r"\b([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)\b"),   # MOVER_STOP_TIMEOUT, loitering_time
-    re.compile(r"\b([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+)\b"),   # auth.session_length, config.yml
+    ("`", re.compile(r"`([^`\n]{2,80})`")),                          # anything in backticks
+    ("-", re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*[\w])")),         # --force-delete, -n
+    ("_", re.compile(r"\b([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)\b")),   # MOVER_STOP_TIMEOUT
+    (".", re.compile(r"\b([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+)\b")),   # auth.session_length
 )
 
 
@@ -275,11 +277,14 @@ def exact_names(query: str) -> list[str]:
     """Names written in the query that should find their own chunk first.
 
     Recognises backticked spans, command-line flags (``--force-delete``), identifiers with an
-    underscore (``MOVER_STOP_TIMEOUT``) and dotted keys (``auth.session_length``). Single
-    dashes need at least two letters after them so "a-b" prose does not count.
+    underscore (``MOVER_STOP_TIMEOUT``, ``loitering_time``) and dotted keys
+    (``auth.session_length``, ``config.yml``). Single dashes need at least two letters after
+    them so "a-b" prose does not count.
     """
     names: list[str] = []
-    for pattern in _NAME_PATTERNS:
+    for marker, pattern in _NAME_PATTERNS:
+        if marker not in query:
+            continue
         for m in pattern.finditer(query):
             name = m.group(1).strip()
             if name.startswith("-") and not name.startswith("--") and len(name) < 3:

@@ -88,6 +88,9 @@ def test_exact_names():
                                                                   "session_length"]
     assert exact_names("how do backups run at night") == []
     assert exact_names("a well-known e-mail") == []
+    # every kind at once, in pattern order, each name once
+    assert exact_names("Does `--dry-run` read config.yml and MOVER_STOP_TIMEOUT?") == [
+        "--dry-run", "MOVER_STOP_TIMEOUT", "config.yml"]
 
 
 def test_lexical_text_keeps_names_and_drops_question_words():
