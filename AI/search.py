@@ -426,6 +426,13 @@ def _table_sources(table) -> np.ndarray:
     return np.asarray(found if found is not None else ["repo"] * len(table.ids), dtype=str)
 
 
+# Shared empty results (read-only: a caller that needs to write makes its own array).
+_EMPTY_IDS = np.zeros(0, dtype=np.int64)
+_EMPTY_SCORES = np.zeros(0, dtype=np.float64)
+_EMPTY_IDS.flags.writeable = False
+_EMPTY_SCORES.flags.writeable = False
+
+
 @dataclass
 class _Query:
     """The state of one search call (never shared between calls or threads)."""
@@ -448,10 +455,10 @@ class _Query:
     lex_rank: list[int] = field(default_factory=list)
     lex_of: dict[int, float] = field(default_factory=dict)
     # The same candidates as arrays, in rank order (what fusion computes on).
-    dense_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    dense_vals: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
-    lex_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    lex_scores: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    dense_ids: np.ndarray = field(default_factory=lambda: _EMPTY_IDS)
+    dense_vals: np.ndarray = field(default_factory=lambda: _EMPTY_SCORES)
+    lex_ids: np.ndarray = field(default_factory=lambda: _EMPTY_IDS)
+    lex_scores: np.ndarray = field(default_factory=lambda: _EMPTY_SCORES)
     boosted_section: str | None = None
     norm_names: list[str] = field(default_factory=list)
     sources: frozenset[str] | None = None     # source names kept (None: every source)
@@ -488,10 +495,6 @@ class _Fused(NamedTuple):
     rows: np.ndarray        # int64 (m,) each one's vector-table row, -1 for none
     scores: np.ndarray      # float64 (m,) fused score in RRF units, boosts not yet added
     routed: np.ndarray | None = None   # bool (m,) section routing boosts the table's row
-
-
-_EMPTY_IDS = np.zeros(0, dtype=np.int64)
-_EMPTY_SCORES = np.zeros(0, dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
