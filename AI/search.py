@@ -191,21 +191,26 @@ def dense_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     return np.vecdot(matrix, query.astype(matrix.dtype, copy=False))
 
 
-def filter_mask(kinds: np.ndarray, sections: np.ndarray, kind: str | None = None,
+def filter_mask(kinds: np.ndarray, sections_upper: np.ndarray, kind: str | None = None,
                 section: str | None = None, base: np.ndarray | None = None) -> np.ndarray:
     """Compose the hard filters into one boolean mask (AND).
 
     Args:
-        kinds, sections: (n,) string arrays from the vector table.
+        kinds: (n,) string array of chunk kinds, from the vector table.
+        sections_upper: (n,) string array of section names in upper case (the vector table's,
+            upper-cased once per table: ``_TableCache.sections_upper``).
         kind: keep only this kind (exact, e.g. "header"); None keeps all.
         section: keep only this section, compared case-insensitively; None keeps all.
         base: a mask to start from (e.g. ``store.usable_rows``); None starts from all True.
+
+    Returns:
+        bool (n,), a new array (``base`` is never changed).
     """
     mask = np.ones(len(kinds), dtype=bool) if base is None else base.copy()
     if kind:
         mask &= kinds == kind
     if section:
-        mask &= np.char.upper(sections.astype(str)) == section.strip().upper()
+        mask &= sections_upper == section.strip().upper()
     return mask
 
 
@@ -646,11 +651,7 @@ class Retriever:
         array operation on a mask."""
         if not kind and not section and sources is None:
             return None
-        mask = np.ones(cache.ids.size, dtype=bool)
-        if kind:
-            mask &= np.asarray(cache.table.kinds) == kind
-        if section:
-            mask &= cache.sections_upper == section.strip().upper()
+        mask = filter_mask(np.asarray(cache.table.kinds), cache.sections_upper, kind, section)
         if sources is not None:
             mask &= np.isin(_table_sources(cache.table), sorted(sources))
         return mask

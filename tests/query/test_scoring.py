@@ -56,7 +56,7 @@ def test_nan_rows_never_rank():
 
 def test_filters_compose(matrix):
     kinds = np.array(["header", "header", "readme", "header", "header"])
-    sections = np.array(["CONFIGURATION", "Purpose", "CONFIGURATION", "PURPOSE", "PURPOSE"])
+    sections = np.array(["CONFIGURATION", "PURPOSE", "CONFIGURATION", "PURPOSE", "PURPOSE"])
     assert filter_mask(kinds, sections, kind="header").tolist() == [1, 1, 0, 1, 1]
     assert filter_mask(kinds, sections, section="purpose").tolist() == [0, 1, 0, 1, 1]
     both = filter_mask(kinds, sections, kind="header", section="PURPOSE", base=valid_rows(matrix))

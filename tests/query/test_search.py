@@ -43,6 +43,10 @@ def test_filters_compose(retriever):
     readme = retriever.search("merge mode", 10, kind="readme")
     assert readme and all(h.chunk.kind == "readme" for h in readme)
     assert retriever.search("merge mode", 10, kind="readme", section="CONFIGURATION") == []
+    # a stored section in mixed case (a README heading) matches in any case
+    heading = next(h.chunk.section for h in readme if h.chunk.section != h.chunk.section.upper())
+    same = retriever.search("merge mode", 10, kind="readme", section=heading.swapcase())
+    assert same and all(h.chunk.section == heading for h in same)
 
 
 def test_section_boost_never_excludes(retriever):
