@@ -524,8 +524,8 @@ class _TableCache:
     # (boosted section, routing kinds) -> bool (n,): the rows section routing boosts
     routed: dict[tuple, np.ndarray] = field(default_factory=dict)
     chunks: dict[int, Any] = field(default_factory=dict)   # id -> stored chunk, read before
-    # (path, section) -> that section's chunks in line order (small-to-big of tiny chunks)
-    sections_of: dict[tuple, list] = field(default_factory=dict)
+    # path -> windows.places of its chunks (small-to-big of the result list)
+    places: dict[str, dict] = field(default_factory=dict)
     vocabulary: frozenset[str] | None = None    # every FTS5 token (coverage), lazily
     # query word -> its forms in the vocabulary (``coverage.word_forms``), for this generation
     word_forms: dict[str, Any] = field(default_factory=dict)
@@ -974,9 +974,7 @@ class Retriever:
     def _merge_parts(self, hits: list[Hit], k: int, cache: _TableCache) -> list[Hit]:
         """``windows.merge_parts`` over the chunks of ``cache``'s table: a split section, a
         YAML block or a tiny chunk's parent section comes back as one result."""
-        return windows.merge_parts(hits, k, lambda path: self._file_chunks(path, cache),
-                                   lambda path, section: self._section_chunks(path, section,
-                                                                              cache))
+        return windows.merge_parts(hits, k, lambda path: self._places(path, cache))
 
     def _score_fusion(self, q: _Query, ids: np.ndarray, scores: np.ndarray) -> None:
         """Min-max normalised dense plus BM25/max, weighted, scaled to RRF units, into
@@ -1067,17 +1065,15 @@ class Retriever:
             found = files[path] = self.index.chunks_for_path(path)
         return found
 
-    def _section_chunks(self, path: str, section: str, cache: _TableCache) -> list[Any]:
-        """One section's chunks in line order, kept per table (small-to-big of tiny chunks
-        reads the same pages again)."""
-        key = (path, section)
-        found = cache.sections_of.get(key)
+    def _places(self, path: str, cache: _TableCache) -> dict[int, windows.Place]:
+        """``windows.places`` of one file's chunks, kept with the table (up to ``FILE_CACHE``
+        files): small-to-big reads the same pages again, and where each chunk sits among its
+        siblings is the same for every query of an index generation."""
+        found = cache.places.get(path)
         if found is None:
-            found = [s for s in self._file_chunks(path, cache) if s.section == section]
-            found.sort(key=lambda s: (s.start_line, s.part))
-            if len(cache.sections_of) >= 4 * FILE_CACHE:
-                cache.sections_of.clear()
-            cache.sections_of[key] = found
+            if len(cache.places) >= FILE_CACHE:
+                cache.places.clear()
+            found = cache.places[path] = windows.places(self._file_chunks(path, cache))
         return found
 
     def _chunks(self, ids: list[int], cache: _TableCache) -> dict[int, Any]:

@@ -19,12 +19,12 @@ Chunks are ``varaverk.store.StoredChunk`` (``id``, ``path``, ``section``, ``titl
 ``start_line``, ``end_line``, ``text``, ``citation``, ``meta``); hits are
 ``varaverk.search.Hit``. The caller owns reading and caching chunks: it passes
 ``file_chunks(path) -> that file's chunks in document order`` and, for merging,
-``section_chunks(path, section) -> that section's chunks in line order``.
+``places_of(path) -> places(that file's chunks)``, which it keeps for an index generation.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from varaverk.prompts import group_block
 
@@ -46,15 +46,71 @@ WINDOW_SHARE = 0.7
 REPEAT_SHARE = 0.5
 
 FileChunks = Callable[[str], list]
-SectionChunks = Callable[[str, str], list]
 
 
 # ---------------------------------------------------------------------------------------------
 # Merging results
 # ---------------------------------------------------------------------------------------------
 
-def merge_parts(hits: list, k: int, file_chunks: FileChunks,
-                section_chunks: SectionChunks) -> list:
+class Group(NamedTuple):
+    """Chunks of one file that merge with one another, in line order: the parts of a split
+    section, the keys of a YAML block, or every chunk of one section (a tiny chunk's parent)."""
+
+    chunks: tuple               # stored chunks, sorted by (start_line, part)
+    ids: tuple[int, ...]        # their ids
+    sizes: tuple[int, ...]      # len(text) of each, in characters
+    texts: tuple[str, ...]      # each text without its trailing line breaks (as joined)
+
+
+class Place(NamedTuple):
+    """Where one stored chunk sits among the chunks it may merge with (``places``): a group
+    and the chunk's index in it."""
+
+    size: int                           # len(text) of the chunk, in characters
+    own: tuple[Group, int] | None       # its split section's parts or YAML block's keys
+    section: tuple[Group, int]          # its parent section (the same path and section)
+
+
+def places(chunks: Sequence[Any]) -> dict[int, Place]:
+    """{chunk id: Place} of one file's chunks (``file_chunks`` order): what ``merge_parts``
+    needs to know of a file, worked out once for an index generation rather than for every
+    hit. ``own`` is the chunk's YAML block (``meta["block"]``, same file) when it has one,
+    else for a part (``part > 0``) the parts with its section and title, else None."""
+    sections: dict[str, list] = {}
+    blocks: dict[Any, list] = {}
+    parts: dict[tuple[str, str], list] = {}
+    for s in chunks:
+        sections.setdefault(s.section, []).append(s)
+        block = (getattr(s, "meta", None) or {}).get("block")
+        if block:
+            blocks.setdefault(block, []).append(s)
+        if s.part > 0:
+            parts.setdefault((s.section, s.title), []).append(s)
+    by_section, by_block, by_parts = _positions(sections), _positions(blocks), _positions(parts)
+    out: dict[int, Place] = {}
+    for s in chunks:
+        block = (getattr(s, "meta", None) or {}).get("block")
+        if block:
+            own = by_block[block][s.id]
+        else:
+            own = by_parts[(s.section, s.title)][s.id] if s.part > 0 else None
+        out[s.id] = Place(len(s.text), own, by_section[s.section][s.id])
+    return out
+
+
+def _positions(groups: dict[Any, list]) -> dict[Any, dict[int, tuple[Group, int]]]:
+    """{key: {chunk id: (its Group, its index there)}} of chunks grouped by key."""
+    out: dict[Any, dict[int, tuple[Group, int]]] = {}
+    for key, found in groups.items():
+        found.sort(key=lambda s: (s.start_line, s.part))
+        group = Group(tuple(found), tuple(s.id for s in found),
+                      tuple(len(s.text) for s in found),
+                      tuple(s.text.rstrip("\n") for s in found))
+        out[key] = {cid: (group, i) for i, cid in enumerate(group.ids)}
+    return out
+
+
+def merge_parts(hits: list, k: int, places_of: Callable[[str], dict[int, Place]]) -> list:
     """Return a split section as one result (small-to-big over the result list).
 
     A long section is stored as parts (``part`` 1..n, same path, section and title); a
@@ -63,13 +119,15 @@ def merge_parts(hits: list, k: int, file_chunks: FileChunks,
     in line order, nearest first, up to ``MERGE_CHARS`` (the whole section when it fits),
     with the merged line range; lower-ranked siblings already covered by it are dropped.
     A question about a long reference page then gets the paragraph around its match, not
-    a fragment of it. A tiny chunk grows the same way within its parent section, up to
-    ``TINY_MERGE_CHARS``, and its hit is marked ``grown``.
+    a fragment of it. A tiny chunk (under ``TINY_CHARS``, neither a part nor a key) grows
+    the same way within its parent section, up to ``TINY_MERGE_CHARS``, and its hit is
+    marked ``grown``.
 
     Args:
         hits: ranked hits with stored chunks, best first.
         k: the most results to return.
-        file_chunks, section_chunks: the caller's chunk readers (module docstring).
+        places_of: the caller's ``places`` of a file's chunks, by path (module docstring);
+            a chunk missing from its file's places is returned as it is.
 
     Returns:
         Up to k hits; a merged one is a copy whose chunk is a copy with the joined text.
@@ -82,27 +140,40 @@ def merge_parts(hits: list, k: int, file_chunks: FileChunks,
         c = hit.chunk
         if c.id in covered:
             continue
-        siblings = _siblings(c, file_chunks, section_chunks)
-        ids = [s.id for s in siblings]
-        if c.id not in ids:
+        place = places_of(c.path).get(c.id)
+        window = _window(place) if place is not None else None
+        if window is None:
             out.append(hit)
             covered.add(c.id)
             continue
-        pos = ids.index(c.id)
+        (group, pos), cap, grown = window
         # Siblings an earlier result holds are walls: the same lines twice would spend the
         # context budget twice.
-        walls = {i for i, sid in enumerate(ids) if sid in covered}
-        parts = _around(siblings, pos, _merge_cap(c), walls)
-        covered.update(s.id for s in parts)
-        if len(parts) > 1:
-            hit = _joined(hit, parts, grown=_tiny(c))
+        walls = (frozenset() if covered.isdisjoint(group.ids)
+                 else {i for i, sid in enumerate(group.ids) if sid in covered})
+        run = _around(group.sizes, pos, cap, walls)
+        covered.update(group.ids[run.start:run.stop])
+        if len(run) > 1:
+            hit = _joined(hit, group, run, grown)
         out.append(hit)
     return out
 
 
-def _joined(hit, parts: list, grown: bool):
-    """A copy of ``hit`` whose chunk is a copy of its own holding the texts of ``parts`` (in
-    line order) joined and their line range, with ``grown`` set as given.
+def _window(place: Place) -> tuple[tuple[Group, int], int, bool] | None:
+    """``((group, index), cap, grown)`` a ranked chunk merges within: its parts or YAML block
+    up to ``MERGE_CHARS``; for a tiny chunk (under ``TINY_CHARS`` and neither a part nor a
+    key: alone it rarely holds an answer) its parent section up to ``TINY_MERGE_CHARS``,
+    ``grown``; None for a whole chunk that is not tiny. The sizes are read at each call."""
+    if place.own is not None:
+        return place.own, MERGE_CHARS, False
+    if place.size < TINY_CHARS:
+        return place.section, TINY_MERGE_CHARS, True
+    return None
+
+
+def _joined(hit, group: Group, run: range, grown: bool):
+    """A copy of ``hit`` whose chunk is a copy of its own holding the texts of ``group``'s
+    chunks in ``run`` joined and their line range, with ``grown`` set as given.
 
     Chunks are shared through the retriever's caches, so they are copied, never changed. The
     copies are made from the instances' ``__dict__``, every field as it is but the ones set:
@@ -110,8 +181,9 @@ def _joined(hit, parts: list, grown: bool):
     share of a whole query (tests/benchmarks/bench_scoring.py)."""
     c = hit.chunk
     chunk = object.__new__(type(c))
-    chunk.__dict__.update(c.__dict__, text="\n".join(s.text.rstrip("\n") for s in parts),
-                          start_line=parts[0].start_line, end_line=parts[-1].end_line)
+    chunk.__dict__.update(c.__dict__, text="\n".join(group.texts[run.start:run.stop]),
+                          start_line=group.chunks[run[0]].start_line,
+                          end_line=group.chunks[run[-1]].end_line)
     out = object.__new__(type(hit))
     out.__dict__.update(hit.__dict__, chunk=chunk, grown=grown)
     return out
@@ -152,68 +224,30 @@ def demote_repeats(hits: list, share: float = REPEAT_SHARE) -> list:
     return kept + moved
 
 
-def _siblings(c, file_chunks: FileChunks, section_chunks: SectionChunks) -> list:
-    """The chunks a hit merges with, in line order (itself included); [] for none: the
-    parts of a split section, the keys of a YAML block, or for a tiny chunk the rest of
-    its parent section (the same file and section)."""
-    block = (getattr(c, "meta", None) or {}).get("block")
-    tiny = _tiny(c)
-    if c.part <= 0 and not block and not tiny:
-        return []
-    if tiny:
-        section = section_chunks(c.path, c.section)
-        if any(s.id == c.id for s in section):
-            return list(section)
-        found = [s for s in file_chunks(c.path) if s.id == c.id or s.section == c.section]
-    elif block:
-        found = [s for s in file_chunks(c.path) if (s.meta or {}).get("block") == block]
-    else:
-        found = [s for s in file_chunks(c.path)
-                 if s.part > 0 and s.section == c.section and s.title == c.title]
-    found.sort(key=lambda s: (s.start_line, s.part))
-    return found
-
-
-def _tiny(chunk) -> bool:
-    """Whether a chunk is too small to answer from alone: under ``TINY_CHARS`` and neither a
-    part of a split section nor a key of a YAML block (those merge with their siblings)."""
-    return chunk.part <= 0 and not (getattr(chunk, "meta", None) or {}).get("block") \
-        and len(chunk.text) < TINY_CHARS
-
-
-def _merge_cap(chunk) -> int:
-    """The most characters a result grown from ``chunk`` may hold (``_around``)."""
-    return TINY_MERGE_CHARS if _tiny(chunk) else MERGE_CHARS
-
-
-def _around(siblings: list, pos: int, cap: int = MERGE_CHARS,
-            walls: set[int] | frozenset[int] = frozenset()) -> list:
-    """``siblings[pos]`` and a contiguous run of its nearest siblings, taken alternately
-    after and before, while the texts together stay within ``cap`` characters; in line
-    order. The run stops at an index in ``walls`` (siblings an earlier result already
-    holds), so a merged result never repeats another's lines, and at a sibling too long to
-    fit, so it never claims lines it skipped."""
-    chosen = [pos]
-    used = len(siblings[pos].text)
-    lo, hi = pos - 1, pos + 1
+def _around(sizes: Sequence[int], pos: int, cap: int = MERGE_CHARS,
+            walls: set[int] | frozenset[int] = frozenset()) -> range:
+    """The indices of sibling ``pos`` and of a contiguous run of its nearest siblings, taken
+    alternately after and before, while their sizes (``sizes``: characters of each sibling's
+    text, in line order) together stay within ``cap``; ascending. The run stops at an index
+    in ``walls`` (siblings an earlier result already holds), so a merged result never
+    repeats another's lines, and at a sibling too long to fit, so it never claims lines it
+    skipped."""
+    lo = hi = pos
+    used = sizes[pos]
     after = True
-
-    def fits(j: int) -> bool:
-        return 0 <= j < len(siblings) and j not in walls and used + len(siblings[j].text) <= cap
-
     while True:
-        up, down = fits(hi), fits(lo)
+        up = hi + 1 < len(sizes) and hi + 1 not in walls and used + sizes[hi + 1] <= cap
+        down = lo > 0 and lo - 1 not in walls and used + sizes[lo - 1] <= cap
         if not (up or down):
             break
-        j = hi if up and (after or not down) else lo
-        chosen.append(j)
-        used += len(siblings[j].text)
-        if j == hi:
+        if up and (after or not down):
             hi += 1
+            used += sizes[hi]
         else:
             lo -= 1
+            used += sizes[lo]
         after = not after
-    return [siblings[j] for j in sorted(chosen)]
+    return range(lo, hi + 1)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -94,8 +94,8 @@ def _parts(*sizes: int) -> list:
     return [SimpleNamespace(n=i, text="x" * size) for i, size in enumerate(sizes)]
 
 
-def _window(*args, **kw) -> list[int]:
-    return [s.n for s in _around(*args, **kw)]
+def _window(sibs: list, pos: int, **kw) -> list[int]:
+    return [sibs[j].n for j in _around([len(s.text) for s in sibs], pos, **kw)]
 
 
 def test_around_grows_after_then_before_within_the_cap():
@@ -117,6 +117,60 @@ def test_around_stops_at_walls():
     sibs = _parts(100, 100, 100, 100, 100)
     assert _window(sibs, 3, cap=1000, walls={1}) == [2, 3, 4]
     assert _window(sibs, 2, cap=1000, walls={1, 3}) == [2]
+
+
+def _stored(cid: int, section: str, title: str, start: int, size: int, part: int = 0,
+            block: int | None = None):
+    from varaverk.store import StoredChunk
+    return StoredChunk(path="conf/app.yml", kind="template", section=section, title=title,
+                       start_line=start, end_line=start + 1, text=f"{title} " + "x" * size + "\n",
+                       context="", part=part, meta={"block": block} if block else {}, id=cid)
+
+
+def _file() -> list:
+    """One file's chunks in document order: a section split in three parts, a YAML block of
+    three keys, a section of three tiny paragraphs and a chunk too long to be tiny."""
+    return [_stored(1, "GUIDE", "Guide", 1, 1000, part=1),
+            _stored(2, "GUIDE", "Guide", 3, 1000, part=2),
+            _stored(3, "GUIDE", "Guide", 5, 1000, part=3),
+            _stored(4, "services", "web", 10, 100, block=10),
+            _stored(5, "services", "db", 12, 100, block=10),
+            _stored(6, "services", "cache", 14, 100, block=10),
+            _stored(7, "KEYS", "one", 20, 300),
+            _stored(8, "KEYS", "two", 22, 300),
+            _stored(9, "KEYS", "three", 24, 300),
+            _stored(10, "NOTES", "long", 30, 800)]
+
+
+def _merged(ranked: list[int], k: int = 10) -> list[tuple[int, int, int, bool]]:
+    """(id, start_line, end_line, grown) of merge_parts' results for hits of these ids."""
+    from varaverk.search import Hit
+    chunks = {c.id: c for c in _file()}
+    places = windows.places(_file())
+    hits = [Hit(chunks[cid], 1.0 - i / 100) for i, cid in enumerate(ranked)]
+    return [(h.chunk.id, h.chunk.start_line, h.chunk.end_line, h.grown)
+            for h in windows.merge_parts(hits, k, lambda path: places)]
+
+
+def test_merge_parts_grows_parts_block_keys_and_tiny_chunks_within_their_own_siblings():
+    # Parts: the nearest after first, within MERGE_CHARS; a block: every key; tiny: the section.
+    assert _merged([2]) == [(2, 3, 6, False)]
+    assert _merged([5]) == [(5, 10, 15, False)]
+    assert _merged([8]) == [(8, 20, 25, True)]
+    # A chunk too long to be tiny, and one its file does not hold, come back as they are.
+    assert _merged([10]) == [(10, 30, 31, False)]
+    from varaverk.search import Hit
+    stranger = _stored(99, "KEYS", "four", 40, 10)
+    [hit] = windows.merge_parts([Hit(stranger, 1.0)], 5, lambda path: windows.places(_file()))
+    assert hit.chunk is stranger and not hit.grown
+
+
+def test_merge_parts_stops_at_lines_an_earlier_result_holds():
+    # Part 1 takes part 2 (the nearest after it); part 3 then stands alone, and the tiny
+    # paragraphs' window never reaches into the block above them.
+    assert _merged([1, 3, 2]) == [(1, 1, 4, False), (3, 5, 6, False)]
+    assert _merged([9, 7, 8]) == [(9, 20, 25, True)]
+    assert _merged([4, 7, 10], k=2) == [(4, 10, 15, False), (7, 20, 25, True)]
 
 
 LONG = ("# Guide\n\n## Tracking\n\n"
