@@ -217,10 +217,21 @@ class LabelBm25:
                 counts[row] = counts.get(row, 0) + 1
         self.n = len(labels)
         avg = float(lengths.mean()) if self.n and lengths.sum() else 1.0
-        self._norm = K1 * (1 - B + B * lengths / avg)
-        self._postings = {t: (np.fromiter(c.keys(), dtype=np.int64, count=len(c)),
-                              np.fromiter(c.values(), dtype=np.float64, count=len(c)))
-                          for t, c in postings.items()}
+        norm = K1 * (1 - B + B * lengths / avg)
+        # Every token's rows and each row's BM25 term weight, computed once per table in one
+        # pass over all postings (the float64 operations a query did per token, in the same
+        # order, so scores are unchanged); a token maps to its slice of the flat arrays.
+        counts = list(postings.values())
+        sizes = np.fromiter(map(len, counts), dtype=np.int64, count=len(counts))
+        rows = np.fromiter((r for c in counts for r in c), dtype=np.int64, count=int(sizes.sum()))
+        tf = np.fromiter((f for c in counts for f in c.values()), dtype=np.float64,
+                         count=rows.size)
+        idf = np.repeat([math.log((self.n - size + 0.5) / (size + 0.5) + 1.0)
+                         for size in sizes.tolist()], sizes)
+        self._rows = rows
+        self._weights = idf * tf * (K1 + 1) / (tf + norm[rows])
+        ends = np.cumsum(sizes).tolist()
+        self._postings = dict(zip(postings, zip([0] + ends[:-1], ends)))
 
     def score(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """(rows int64, scores float64) of the rows whose label holds a query token; each
@@ -232,9 +243,8 @@ class LabelBm25:
             if t in seen or t in self._stop or len(t) < 2 or t not in self._postings:
                 continue
             seen.add(t)
-            rows, tf = self._postings[t]
-            idf = math.log((self.n - rows.size + 0.5) / (rows.size + 0.5) + 1.0)
-            acc[rows] += idf * tf * (K1 + 1) / (tf + self._norm[rows])
+            start, end = self._postings[t]
+            acc[self._rows[start:end]] += self._weights[start:end]
             hit = True
         if not hit:
             return np.zeros(0, dtype=np.int64), np.zeros(0)

@@ -230,6 +230,31 @@ def test_label_bm25_scores_heading_trail_title_and_file_name():
     assert labels.score("nothing matches here")[0].size == 0
 
 
+def test_label_bm25_equals_bm25_summed_token_by_token():
+    # Random labels with repeated tokens (tf > 1) and tokens shared by many rows, against
+    # BM25 written out per query token (same float64 operations, so equal exactly).
+    import math
+    from varaverk.lexical import LabelBm25
+    rng = np.random.default_rng(11)
+    vocab = ["media", "store", "upload", "size", "cache", "port", "turn", "howto", "x1"]
+    labels = [" ".join(rng.choice(vocab, int(rng.integers(0, 6)))) for _ in range(60)]
+    index = LabelBm25(labels)
+    docs = [label.split() for label in labels]
+    avg = sum(map(len, docs)) / len(docs)
+    norm = [1.2 * (1 - 0.75 + 0.75 * len(d) / avg) for d in docs]
+    query = "media size of the port, media again"
+    expected = np.zeros(len(docs))
+    for t in ("media", "size", "port"):
+        holding = [i for i, d in enumerate(docs) if t in d]
+        idf = math.log((len(docs) - len(holding) + 0.5) / (len(holding) + 0.5) + 1.0)
+        for i in holding:
+            tf = float(docs[i].count(t))
+            expected[i] += idf * tf * (1.2 + 1) / (tf + norm[i])
+    rows, scores = index.score(query)
+    assert rows.tolist() == np.flatnonzero(expected).tolist()
+    assert scores.tolist() == expected[rows].tolist()
+
+
 def test_file_gains_equal_the_per_file_sums_of_the_best_candidates():
     from varaverk.search import file_gains
     rng = np.random.default_rng(3)
