@@ -180,11 +180,12 @@ class Bm25:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         if len(found) == 1:
             return found[0][0], found[0][3].copy()
-        total = np.zeros(self.rows, dtype=np.float64)
+        pos = np.concatenate([hit[2] for hit in found])
+        # bincount adds in array order: each row's terms phrase by phrase, as the C loop does.
+        total = np.bincount(pos, weights=np.concatenate([hit[3] for hit in found]),
+                            minlength=self.rows)
         matched = np.zeros(self.rows, dtype=bool)
-        for _, _, pos, part in found:
-            total[pos] += part     # phrase by phrase, as the C loop adds them
-            matched[pos] = True
+        matched[pos] = True
         where = np.flatnonzero(matched)
         return self.ids[where], total[where]
 
