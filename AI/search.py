@@ -75,7 +75,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -954,24 +954,31 @@ class Retriever:
         return hits
 
     def _merge_read(self, hits: list[Hit], k: int, cache: _TableCache) -> list[Hit]:
-        """``_merge_parts`` over ranked hits whose chunks may be labels only: reads the chunks
-        of the leading hits (more only when merging consumed them) and merges, all from the
+        """``_merge_parts`` over ranked hits whose chunks may be labels only: the chunks of
+        the leading hits are read as merging reaches them (``_read_in_turn``), all from the
         table the search ranked on (``cache``)."""
-        n = min(len(hits), k)
-        while True:
-            missing = [h.chunk.id for h in hits[:n] if isinstance(h.chunk, _Label)]
-            if missing:
-                found = self._chunks(missing, cache)
-                for h in hits[:n]:
-                    if isinstance(h.chunk, _Label):
-                        h.chunk = found.get(h.chunk.id, h.chunk)
-            ready = [h for h in hits[:n] if not isinstance(h.chunk, _Label)]
-            out = self._merge_parts(ready, k, cache)
-            if len(out) >= k or n >= len(hits):
-                return out
-            n = min(len(hits), n * 2)
+        return self._merge_parts(self._read_in_turn(hits, k, cache), k, cache)
 
-    def _merge_parts(self, hits: list[Hit], k: int, cache: _TableCache) -> list[Hit]:
+    def _read_in_turn(self, hits: list[Hit], first: int, cache: _TableCache
+                      ) -> Iterator[Hit]:
+        """``hits`` in order, each with its stored chunk in place of a label: read ``first``
+        at a time, then as many again as were read before (merging that consumed hits asks
+        for more), so a caller that stops early reads no more; a hit whose chunk vanished
+        since the vector table was read is left out."""
+        start, stop = 0, max(1, first)
+        while start < len(hits):
+            batch = hits[start:stop]
+            missing = [h.chunk.id for h in batch if isinstance(h.chunk, _Label)]
+            found = self._chunks(missing, cache) if missing else {}
+            for h in batch:
+                if isinstance(h.chunk, _Label):
+                    h.chunk = found.get(h.chunk.id, h.chunk)
+                    if isinstance(h.chunk, _Label):
+                        continue
+                yield h
+            start, stop = stop, stop * 2
+
+    def _merge_parts(self, hits: Iterable[Hit], k: int, cache: _TableCache) -> list[Hit]:
         """``windows.merge_parts`` over the chunks of ``cache``'s table: a split section, a
         YAML block or a tiny chunk's parent section comes back as one result."""
         return windows.merge_parts(hits, k, lambda path: self._places(path, cache))

@@ -24,7 +24,7 @@ Chunks are ``varaverk.store.StoredChunk`` (``id``, ``path``, ``section``, ``titl
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from varaverk.prompts import group_block
 
@@ -110,7 +110,7 @@ def _positions(groups: dict[Any, list]) -> dict[Any, dict[int, tuple[Group, int]
     return out
 
 
-def merge_parts(hits: list, k: int, places_of: Callable[[str], dict[int, Place]]) -> list:
+def merge_parts(hits: Iterable, k: int, places_of: Callable[[str], dict[int, Place]]) -> list:
     """Return a split section as one result (small-to-big over the result list).
 
     A long section is stored as parts (``part`` 1..n, same path, section and title); a
@@ -124,38 +124,41 @@ def merge_parts(hits: list, k: int, places_of: Callable[[str], dict[int, Place]]
     marked ``grown``.
 
     Args:
-        hits: ranked hits with stored chunks, best first.
+        hits: ranked hits with stored chunks, best first; taken one at a time, and none
+            after the k-th result (so a lazy iterable reads no more than it must).
         k: the most results to return.
         places_of: the caller's ``places`` of a file's chunks, by path (module docstring);
             a chunk missing from its file's places is returned as it is.
 
     Returns:
-        Up to k hits; a merged one is a copy whose chunk is a copy with the joined text.
+        Up to k of the hits. A merged hit is changed in place: its chunk becomes a copy
+        holding the joined text and line range, and ``grown`` is set.
     """
     out: list = []
     covered: set[int] = set()
+    if k <= 0:
+        return out
     for hit in hits:
-        if len(out) >= k:
-            break
         c = hit.chunk
         if c.id in covered:
             continue
         place = places_of(c.path).get(c.id)
         window = _window(place) if place is not None else None
         if window is None:
-            out.append(hit)
             covered.add(c.id)
-            continue
-        (group, pos), cap, grown = window
-        # Siblings an earlier result holds are walls: the same lines twice would spend the
-        # context budget twice.
-        walls = (frozenset() if covered.isdisjoint(group.ids)
-                 else {i for i, sid in enumerate(group.ids) if sid in covered})
-        run = _around(group.sizes, pos, cap, walls)
-        covered.update(group.ids[run.start:run.stop])
-        if len(run) > 1:
-            hit = _joined(hit, group, run, grown)
+        else:
+            (group, pos), cap, grown = window
+            # Siblings an earlier result holds are walls: the same lines twice would spend
+            # the context budget twice.
+            walls = (frozenset() if covered.isdisjoint(group.ids)
+                     else {i for i, sid in enumerate(group.ids) if sid in covered})
+            run = _around(group.sizes, pos, cap, walls)
+            covered.update(group.ids[run.start:run.stop])
+            if len(run) > 1:
+                _join(hit, group, run, grown)
         out.append(hit)
+        if len(out) >= k:
+            break
     return out
 
 
@@ -171,12 +174,12 @@ def _window(place: Place) -> tuple[tuple[Group, int], int, bool] | None:
     return None
 
 
-def _joined(hit, group: Group, run: range, grown: bool):
-    """A copy of ``hit`` whose chunk is a copy of its own holding the texts of ``group``'s
-    chunks in ``run`` joined and their line range, with ``grown`` set as given.
+def _join(hit, group: Group, run: range, grown: bool) -> None:
+    """Give ``hit`` a copy of its chunk holding the texts of ``group``'s chunks in ``run``
+    joined and their line range, and set its ``grown`` as given.
 
     Chunks are shared through the retriever's caches, so they are copied, never changed. The
-    copies are made from the instances' ``__dict__``, every field as it is but the ones set:
+    copy is made from the instance's ``__dict__``, every field as it is but the ones set:
     ``dataclasses.replace`` runs the frozen chunk's ``__init__`` field by field, a measurable
     share of a whole query (tests/benchmarks/bench_scoring.py)."""
     c = hit.chunk
@@ -184,9 +187,8 @@ def _joined(hit, group: Group, run: range, grown: bool):
     chunk.__dict__.update(c.__dict__, text="\n".join(group.texts[run.start:run.stop]),
                           start_line=group.chunks[run[0]].start_line,
                           end_line=group.chunks[run[-1]].end_line)
-    out = object.__new__(type(hit))
-    out.__dict__.update(hit.__dict__, chunk=chunk, grown=grown)
-    return out
+    hit.chunk = chunk
+    hit.grown = grown
 
 
 def demote_repeats(hits: list, share: float = REPEAT_SHARE) -> list:

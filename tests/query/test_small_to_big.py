@@ -173,6 +173,18 @@ def test_merge_parts_stops_at_lines_an_earlier_result_holds():
     assert _merged([4, 7, 10], k=2) == [(4, 10, 15, False), (7, 20, 25, True)]
 
 
+def test_merge_parts_takes_no_hit_after_the_kth_result():
+    # The retriever reads chunks as merging reaches their hits: a hit taken after the k-th
+    # result would cost a read for nothing.
+    from varaverk.search import Hit
+    chunks = {c.id: c for c in _file()}
+    hits = iter([Hit(chunks[cid], 1.0) for cid in (8, 7, 10, 1)])
+    places = windows.places(_file())
+    out = windows.merge_parts(hits, 2, lambda path: places)
+    assert [h.chunk.id for h in out] == [8, 10]
+    assert next(hits).chunk.id == 1
+
+
 LONG = ("# Guide\n\n## Tracking\n\n"
         + "\n\n".join(f"Paragraph {i}: " + " ".join(f"w{i}x{j}" for j in range(30))
                       for i in range(40)) + "\n")
