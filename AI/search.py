@@ -71,6 +71,7 @@ constructor; embedding errors (``varaverk.embedding.EmbeddingError``) propagate 
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -334,15 +335,25 @@ def prefer_headers(hits: list[Hit]) -> None:
     is moved just below that header chunk when it scored above it; nothing is removed.
     """
     best_header: dict[str, float] = {}
+    templates: list[Hit] = []
     for h in hits:
-        if h.chunk.kind == "header" and h.chunk.title:
-            key = normalise_title(h.chunk.title)
+        c = h.chunk
+        if c.kind == "header" and c.title:
+            key = _title_key(c.title)
             best_header[key] = max(best_header.get(key, float("-inf")), h.score)
-    for h in hits:
-        if h.chunk.kind == "template" and h.chunk.title:
-            header = best_header.get(normalise_title(h.chunk.title))
-            if header is not None and h.score >= header:
-                h.score = header - 1e-9
+        elif c.kind == "template" and c.title:
+            templates.append(h)
+    if not best_header:
+        return
+    for h in templates:
+        header = best_header.get(_title_key(h.chunk.title))
+        if header is not None and h.score >= header:
+            h.score = header - 1e-9
+
+
+# The same chunk titles come back among the candidates of query after query, and normalising
+# them was most of prefer_headers' work; titles are the index's, never the question's.
+_title_key = functools.lru_cache(maxsize=4096)(normalise_title)
 
 
 def file_gains(scores: np.ndarray, files: np.ndarray, unit: float,
