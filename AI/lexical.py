@@ -72,6 +72,8 @@ class Bm25:
         self.rows = int(self.ids.size)
         total = float(sum(lengths))
         self.avgdl = total / float(self.rows) if self.rows else 0.0
+        # The part of the BM25 denominator that depends on the row alone, per row (id order).
+        self._norm = K1 * (1 - B + B * self.lengths / self.avgdl) if self.avgdl else self.lengths
         self._postings: dict[str, tuple[np.ndarray, ...]] = {}
         self._positions: dict[str, tuple[np.ndarray, ...]] = {}
         self._phrases: dict[tuple[str, ...], tuple[np.ndarray, ...]] = {}
@@ -127,11 +129,9 @@ class Bm25:
                 start = start[np.isin(start, later)]
             docs = start >> _DOC_SHIFT
         if docs.size:
-            rows, counts = np.unique(docs, return_counts=True)
-            freq = counts.astype(np.float64)
+            rows, freq = _runs(docs)
             pos = np.searchsorted(self.ids, rows)
-            # The part of the BM25 denominator that depends on the row alone.
-            norm = K1 * (1 - B + B * self.lengths[pos] / self.avgdl)
+            norm = self._norm[pos]
             hits = float(rows.size)
             idf = math.log((float(self.rows) - hits + 0.5) / (hits + 0.5))
             if idf <= 0.0:
@@ -188,6 +188,17 @@ class Bm25:
         matched[pos] = True
         where = np.flatnonzero(matched)
         return self.ids[where], total[where]
+
+
+def _runs(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(distinct values int64, how many times each float64)`` of a non-empty int64 array,
+    values ascending: ``np.unique(docs, return_counts=True)`` without its sort and overheads
+    when ``docs`` is already in order, as FTS5 returns a posting (row id order)."""
+    if docs.size > 1 and (docs[1:] < docs[:-1]).any():
+        docs = np.sort(docs)
+    starts = np.flatnonzero(np.concatenate(([True], docs[1:] != docs[:-1])))
+    ends = np.append(starts[1:], docs.size)
+    return docs[starts], (ends - starts).astype(np.float64)
 
 
 class LabelBm25:

@@ -109,3 +109,13 @@ def test_scores_stay_equal_when_the_cache_restarts(idx, monkeypatch):
         rows, scores = bm25.score(fts_terms(query))
         order = np.lexsort((rows, -scores))
         assert [(int(rows[i]), float(scores[i])) for i in order] == idx.fts_search(query, 100)
+
+
+@pytest.mark.parametrize("docs", [[7], [3, 3, 5, 9, 9, 9], [9, 3, 9, 5, 3, 9]])
+def test_posting_runs_count_each_row_as_unique_does(docs):
+    from varaverk.lexical import _runs
+
+    rows, freq = _runs(np.array(docs, dtype=np.int64))
+    want_rows, want_counts = np.unique(docs, return_counts=True)
+    assert rows.tolist() == want_rows.tolist() and freq.dtype == np.float64
+    assert freq.tolist() == want_counts.tolist()
