@@ -18,7 +18,9 @@ in ``schema_migrations``):
 * ``chunks_fts``: FTS5 over ``context`` and ``text`` (external content, kept in step by
   triggers). The tokenizer keeps ``_`` inside words, so ``MOVER_STOP_TIMEOUT`` is one token;
   ``-`` separates, and a quoted query word becomes a phrase, so ``--force-delete`` still matches
-  exactly those words in that order.
+  exactly those words in that order. A write that changed chunks merges a small full-text
+  index into one segment (``MAX_MERGED_FTS_PAGES``): FTS5 looks a token up in every segment,
+  so a query pays per segment for each word it is the first to use.
 
 Readers get a contiguous float32 matrix (``vector_table``) for numpy scoring, cached until the
 generation changes. The file is in WAL mode: readers (the dock) keep reading the last committed
@@ -50,6 +52,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 SCHEMA_VERSION = 2
 FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
+# A write merges the full-text index into one segment while it holds at most this many pages
+# (about 4 KB each; some 12k short chunks): merging rewrites the whole index, so a larger one
+# keeps FTS5's own incremental merging and a write costs what the changed chunks cost.
+MAX_MERGED_FTS_PAGES = 1024
 
 
 class IndexStoreError(VaraverkError):
@@ -770,6 +776,9 @@ class Index:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 self._apply(conn, changes)
+                if (changes.new_chunks or changes.delete_paths or changes.replace_chunks_of
+                        or changes.replace_all):
+                    _merge_fts(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -826,6 +835,17 @@ class Index:
         updates["chunks"] = str(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
         conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                          [(k, str(v)) for k, v in updates.items()])
+
+
+def _merge_fts(conn: sqlite3.Connection) -> None:
+    """Merge ``chunks_fts`` into one segment (FTS5's ``optimize``) when it holds more than one
+    and at most ``MAX_MERGED_FTS_PAGES`` pages. Each segment costs a look-up for every token a
+    query reads (``fts_postings``, ``fts_search``); the postings and scores stay the same."""
+    segments, pages = conn.execute(
+        "SELECT count(DISTINCT segid), (SELECT count(*) FROM chunks_fts_data) "
+        "FROM chunks_fts_idx").fetchone()
+    if segments > 1 and pages <= MAX_MERGED_FTS_PAGES:
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
 
 
 class FileState(NamedTuple):

@@ -228,6 +228,36 @@ def test_fts_matches_identifiers_and_options_as_words(idx):
     assert idx.fts_search("force-delete", 10)[0][0] == hits[0][0]
 
 
+def _fts_segments(idx: Index) -> int:
+    return idx._conn.execute("SELECT count(DISTINCT segid) FROM chunks_fts_idx").fetchone()[0]
+
+
+def _three_writes(idx: Index) -> None:
+    _write(idx, [(_chunk("a.sh", "A", "alpha mover rsync"), _unit([1, 0, 0])),
+                 (_chunk("b.sh", "B", "beta mover"), _unit([0, 1, 0]))])
+    _write(idx, [(_chunk("a.sh", "A", "alpha again rsync rsync"), _unit([1, 0, 0]))])
+    idx.write(IndexChanges(delete_paths=["b.sh"]))
+
+
+def test_a_write_merges_a_small_full_text_index_into_one_segment(idx):
+    _three_writes(idx)
+    assert _fts_segments(idx) == 1
+    (a,) = idx.chunks_for_path("a.sh")
+    assert idx.fts_search("mover", 10) == []     # b.sh's chunk is gone, a.sh's changed
+    assert [i for i, _ in idx.fts_search("rsync alpha", 10)] == [a.id]
+
+
+def test_a_large_full_text_index_keeps_fts5s_own_merging(idx, monkeypatch):
+    import varaverk.store as store
+
+    monkeypatch.setattr(store, "MAX_MERGED_FTS_PAGES", 0)
+    _three_writes(idx)
+    assert _fts_segments(idx) > 1
+    (a,) = idx.chunks_for_path("a.sh")
+    assert idx.fts_search("mover", 10) == []
+    assert [i for i, _ in idx.fts_search("rsync alpha", 10)] == [a.id]
+
+
 @pytest.mark.parametrize("query", ['"unbalanced', "a AND OR NOT", "NEAR(x y", "col:value", "*",
                                    "^start", "(((", "'; DROP TABLE chunks; --", ""])
 def test_fts_query_is_safe_for_any_text(idx, query):
