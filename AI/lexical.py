@@ -70,7 +70,7 @@ class Bm25:
         self.ids = np.asarray(ids, dtype=np.int64)             # sorted (id order)
         self.lengths = np.asarray(lengths, dtype=np.float64)
         self.rows = int(self.ids.size)
-        total = float(sum(lengths))
+        total = float(self.lengths.sum())
         self.avgdl = total / float(self.rows) if self.rows else 0.0
         # The part of the BM25 denominator that depends on the row alone, per row (id order).
         self._norm = K1 * (1 - B + B * self.lengths / self.avgdl) if self.avgdl else self.lengths
