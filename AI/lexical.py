@@ -222,7 +222,7 @@ class LabelBm25:
         postings: dict[str, dict[int, int]] = {}
         lengths = np.zeros(len(labels), dtype=np.float64)
         for row, label in enumerate(labels):
-            tokens = [t for t in re.findall(r"[a-z0-9]+", label.lower()) if t not in STOPWORDS]
+            tokens = [t for t in _LABEL_TOKEN.findall(label.lower()) if t not in STOPWORDS]
             lengths[row] = len(tokens)
             for t in tokens:
                 counts = postings.setdefault(t, {})
@@ -246,19 +246,26 @@ class LabelBm25:
         self._postings = dict(zip(postings, zip([0] + ends[:-1], ends)))
 
     def score(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """(rows int64, scores float64) of the rows whose label holds a query token; each
-        distinct query token counts once. Empty arrays when none does."""
+        """(rows int64 ascending, scores float64) of the rows whose label holds a query token;
+        each distinct query token counts once, its weights added in the order the tokens
+        first occur. Empty arrays when none does."""
         seen: set[str] = set()
-        acc = np.zeros(self.n, dtype=np.float64) if self.n else None
-        hit = False
-        for t in re.findall(r"[a-z0-9]+", text.lower()):
+        found = []
+        for t in _LABEL_TOKEN.findall(text.lower()):
             if t in seen or t in self._stop or len(t) < 2 or t not in self._postings:
                 continue
             seen.add(t)
-            start, end = self._postings[t]
-            acc[self._rows[start:end]] += self._weights[start:end]
-            hit = True
-        if not hit:
+            found.append(self._postings[t])
+        if not found:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        rows = np.flatnonzero(acc)
+        if len(found) == 1:     # every weight is > 0: the token's rows are the rows that score
+            start, end = found[0]
+            return self._rows[start:end].copy(), self._weights[start:end].copy()
+        acc = np.zeros(self.n, dtype=np.float64)
+        for start, end in found:
+            acc[self._rows[start:end]] += self._weights[start:end]
+        rows = acc.nonzero()[0]
         return rows, acc[rows]
+
+
+_LABEL_TOKEN = re.compile(r"[a-z0-9]+")

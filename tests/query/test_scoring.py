@@ -255,6 +255,36 @@ def test_label_bm25_equals_bm25_summed_token_by_token():
     assert scores.tolist() == expected[rows].tolist()
 
 
+def test_label_bm25_scores_one_two_or_no_tokens_as_summed_in_query_order():
+    # A reference computed token by token over every row, in the order the query's distinct
+    # tokens first occur: ties and near-ties between labels decide ranks, so equal means equal.
+    import math
+    from varaverk.lexical import LabelBm25
+    from varaverk.store import STOPWORDS
+    rng = np.random.default_rng(5)
+    words = ["backup", "restore", "port", "cache", "factor", "size", "nightly", "mover", "the"]
+    labels = [" ".join(rng.choice(words, int(rng.integers(0, 6))).tolist()) for _ in range(60)]
+    index = LabelBm25(labels)
+    toks = [[t for t in label.split() if t not in STOPWORDS] for label in labels]
+    avg = sum(map(len, toks)) / len(toks)
+    for _ in range(30):
+        query = " ".join(rng.choice(words + ["absent", "x"], int(rng.integers(1, 7))).tolist())
+        acc = [0.0] * len(labels)
+        for t in dict.fromkeys(query.split()):
+            df = sum(t in row for row in toks)
+            if t in STOPWORDS or len(t) < 2 or not df:
+                continue
+            idf = math.log((len(labels) - df + 0.5) / (df + 0.5) + 1.0)
+            for r, row in enumerate(toks):
+                if t in row:
+                    tf = float(row.count(t))
+                    norm = 1.2 * (1 - 0.75 + 0.75 * len(row) / avg)
+                    acc[r] += idf * tf * (1.2 + 1) / (tf + norm)
+        rows, scores = index.score(query)
+        assert rows.tolist() == [r for r, v in enumerate(acc) if v]
+        assert scores.tolist() == [v for v in acc if v]
+
+
 def test_file_gains_equal_the_per_file_sums_of_the_best_candidates():
     from varaverk.search import file_gains
     rng = np.random.default_rng(3)
