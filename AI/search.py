@@ -374,27 +374,25 @@ def file_gains(scores: np.ndarray, files: np.ndarray, unit: float,
     Returns:
         float64 (m,) gains (0 for candidates without a file); None when no file scores > 0.
     """
-    known = files >= 0
-    every = bool(known.all())
-    if top < 1 or not files.size or not (every or known.any()):
+    if top < 1 or not files.size:
         return None
-    f, s = (files, scores) if every else (files[known], scores[known])
-    order = np.lexsort((-s, f))                  # by file, best score first
-    f, s = f[order], s[order]
+    # Keys are file numbers plus one: key 0 gathers the candidates without a file, and its
+    # total is zeroed, so they gain nothing and need no arrays of their own.
+    keys = files + 1
+    order = np.lexsort((-scores, keys))          # by file, best score first
+    f, s = keys[order], scores[order]
     # Sorted so, a candidate is among its file's ``top`` best unless the one ``top`` places
     # before it has the same file.
-    take = np.ones(f.size, dtype=bool)
-    if f.size > top:
-        np.not_equal(f[top:], f[:-top], out=take[top:])
+    take = np.empty(f.size, dtype=bool)
+    take[:top] = True
+    np.not_equal(f[top:], f[:-top], out=take[top:])
     # bincount adds in array order: a file's best scores are summed best first.
     totals = np.bincount(f[take], weights=s[take])
+    totals[0] = 0.0
     best = float(totals.max())
     if best <= 0:
         return None
-    gains = unit * totals[files] / best
-    if not every:
-        gains[~known] = 0.0
-    return gains
+    return unit * totals[keys] / best
 
 
 def _file_stem(path: str) -> str:
@@ -497,11 +495,9 @@ def _rows_of(table_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """int64 (m,): the row of each id in ``table_ids`` (ascending), -1 where it is absent."""
     if not table_ids.size:
         return np.full(ids.size, -1, dtype=np.int64)
-    rows = np.searchsorted(table_ids, ids)
+    rows = table_ids.searchsorted(ids)
     np.minimum(rows, table_ids.size - 1, out=rows)
-    absent = table_ids[rows] != ids
-    if absent.any():
-        rows[absent] = -1
+    rows[table_ids[rows] != ids] = -1
     return rows
 
 
@@ -831,8 +827,8 @@ class Retriever:
         plus per-file aggregation over all of that (``file_gains``)."""
         cache = q.cache
         label_rows, label_gain = self._label_evidence(q)
-        ids = _union(q.dense_ids, q.lex_ids, np.asarray(name_ids, dtype=np.int64),
-                     cache.ids[label_rows])
+        label_ids = cache.ids[label_rows]
+        ids = _union(q.dense_ids, q.lex_ids, np.asarray(name_ids, dtype=np.int64), label_ids)
         scores = np.zeros(ids.size, dtype=np.float64)
         if self.fusion == "score":
             self._score_fusion(q, ids, scores)
@@ -843,13 +839,12 @@ class Retriever:
                 keys = np.fromiter(fused.keys(), dtype=np.int64, count=len(fused))
                 scores[np.searchsorted(ids, keys)] = np.fromiter(
                     fused.values(), dtype=np.float64, count=len(fused))
-        if label_rows.size:
-            scores[np.searchsorted(ids, cache.ids[label_rows])] += label_gain
+        if label_ids.size:
+            scores[ids.searchsorted(label_ids)] += label_gain
         rows = _rows_of(cache.ids, ids)
         if self.file_weight and cache.file_of.size and ids.size:
             files = cache.file_of[rows]
-            if rows.size and rows.min() < 0:
-                files[rows < 0] = -1
+            files[rows < 0] = -1
             gains = file_gains(scores, files, self.file_weight * _UNIT)
             if gains is not None:
                 scores += gains
@@ -1004,11 +999,11 @@ class Retriever:
         if q.dense_ids.size:
             lo, hi = float(q.dense_vals[-1]), float(q.dense_vals[0])
             span = (hi - lo) or 1.0
-            scores[np.searchsorted(ids, q.dense_ids)] = \
+            scores[ids.searchsorted(q.dense_ids)] = \
                 self.dense_weight * (q.dense_vals - lo) / span
         if q.lex_ids.size:
             top = float(q.lex_scores[0]) or 1.0
-            scores[np.searchsorted(ids, q.lex_ids)] += self.lexical_weight * q.lex_scores / top
+            scores[ids.searchsorted(q.lex_ids)] += self.lexical_weight * q.lex_scores / top
         scores *= _UNIT
 
     def _lexical_scored(self, text: str, limit: int, cache: _TableCache,
