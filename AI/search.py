@@ -898,18 +898,20 @@ class Retriever:
             Their ids, table rows and fused scores (boosts not added), in that order, with
             ``routed``: bool (m,), whether section routing boosts the table's row.
         """
-        prelim = fused.scores
         routed = self._routed_rows(q.cache, q.boosted_section)
-        boosted = np.zeros(fused.ids.size, dtype=bool)
-        if routed is not None:
-            inside = fused.rows >= 0
-            boosted[inside] = routed[fused.rows[inside]]
-            prelim = np.where(boosted, prelim + self.section_boost * _UNIT, prelim)
-        order = np.lexsort((fused.ids, -prelim))[: q.k * 3 + 10]
-        chosen = set(fused.ids[order].tolist())
-        extra = [cid for cid in name_ids if cid not in chosen]
-        if extra:
-            order = np.concatenate((order, np.searchsorted(fused.ids, extra)))
+        if routed is None:
+            boosted, prelim = np.zeros(fused.ids.size, dtype=bool), fused.scores
+        else:
+            boosted = routed[fused.rows]
+            boosted[fused.rows < 0] = False     # row -1 read the last row
+            prelim = fused.scores + self.section_boost * _UNIT * boosted
+        # The ids ascend, so a stable sort puts the lower id first among equal scores.
+        order = (-prelim).argsort(kind="stable")[: q.k * 3 + 10]
+        if name_ids:
+            chosen = set(fused.ids[order].tolist())
+            extra = [cid for cid in name_ids if cid not in chosen]
+            if extra:
+                order = np.concatenate((order, fused.ids.searchsorted(extra)))
         return _Fused(fused.ids[order], fused.rows[order], fused.scores[order], boosted[order])
 
     def _boosted_hits(self, q: _Query, lead: _Fused) -> list[Hit]:
