@@ -8,7 +8,7 @@ Run on demand (not part of the unit suite)::
 longer (more words to route, look up and score) and real chunks vary in size, so this runs a
 question set (``ai-eval``'s JSONL: one ``{"question": ...}`` per line) over an index that
 ``ai-index`` or ``ai-eval --data-dir`` built, e.g.
-``../shared/eval/synapse-qa-dev.jsonl=DATA/repo-synapse/index.sqlite``. Every question is
+``synapse-qa-dev.jsonl=DATA/repo-synapse/index.sqlite``. Every question is
 embedded once first (with the configured embedder, which must be the index's), so the figures
 are ``Retriever.search`` (k = 5) alone: per corpus the median and 90th percentile over
 ``--rounds`` passes through the questions, in milliseconds, with the load average (the host
