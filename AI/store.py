@@ -934,9 +934,15 @@ def _stored(row: Iterable[Any]) -> "StoredChunk":
         meta_dict = json.loads(meta) if meta and meta != "{}" else {}
     except ValueError:
         meta_dict = {}
-    return _stored_chunk_class()(path=path, kind=kind, section=section, title=title, start_line=start,
-                       end_line=end, text=text, context=context, part=part, meta=meta_dict,
-                       source=source, id=cid)
+    # Every field set in field order, without the frozen dataclass's __init__ (one
+    # object.__setattr__ per field): building chunks was most of reading a file's chunks,
+    # which a query does for every file it merges in first (StoredChunk has no
+    # __post_init__; tests/index/test_store.py checks the fields against the constructor).
+    chunk = object.__new__(_stored_chunk_class())
+    chunk.__dict__.update(path=path, kind=kind, section=section, title=title, start_line=start,
+                          end_line=end, text=text, context=context, part=part, meta=meta_dict,
+                          source=source, id=cid)
+    return chunk
 
 
 def _varint_row_sums(data: bytes, sizes: "np.ndarray") -> "np.ndarray":

@@ -72,6 +72,21 @@ def test_vectors_round_trip_little_endian_and_contiguous(idx):
     assert chunks[1].citation == "a.sh › CONFIGURATION › A"
 
 
+def test_a_read_chunk_is_the_chunk_its_constructor_makes(idx):
+    from dataclasses import asdict, fields
+    chunk = Chunk(path="a.sh", kind="template", section="CONFIGURATION", title="A",
+                  start_line=3, end_line=9, text="alpha", context="a.sh › A", part=2,
+                  meta={"block": 3, "aliases": ["x"]}, source="vault")
+    _write(idx, [(chunk, _unit([1, 2, 2]))])
+    [read] = idx.chunks_for_path("a.sh")
+    made = StoredChunk(**asdict(chunk), id=read.id)
+    assert read == made and asdict(read) == asdict(made) and read.meta == made.meta
+    assert list(vars(read)) == [f.name for f in fields(StoredChunk)] == list(vars(made))
+    assert idx.get_chunks([read.id]) == [made] and hash(read) == hash(made)
+    with pytest.raises(AttributeError):
+        read.text = "changed"  # still frozen
+
+
 def test_vector_table_is_cached_until_the_index_changes(idx):
     _write(idx, [(_chunk("a.sh", "A", "alpha"), _unit([1, 0, 0]))])
     first = idx.vector_table()
