@@ -529,7 +529,8 @@ class _TableCache:
     # int64 (n,) per row: its file's number (empty when the table has no paths)
     file_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     labels: LabelBm25 | None = None     # BM25 over heading trail + title + file name, lazily
-    # (boosted section, routing kinds) -> bool (n,): the rows section routing boosts
+    # (boosted section, routing kinds) -> bool (n + 1,): the rows section routing boosts, and
+    # False for row -1
     routed: dict[tuple, np.ndarray] = field(default_factory=dict)
     chunks: dict[int, Any] = field(default_factory=dict)   # id -> stored chunk, read before
     # path -> windows.places of its chunks (small-to-big of the result list)
@@ -876,16 +877,17 @@ class Retriever:
             self.routing_kinds is None or kind in self.routing_kinds)
 
     def _routed_rows(self, cache: _TableCache, boosted: str | None) -> np.ndarray | None:
-        """bool (n,): the rows section routing boosts for ``boosted`` (None: no section),
-        computed once per table and section."""
+        """bool (n + 1,): the rows section routing boosts for ``boosted`` (None: no section),
+        then False, which row -1 (a candidate without a vector row) reads; computed once per
+        table and section."""
         if not boosted:
             return None
         key = (boosted, self.routing_kinds)
         found = cache.routed.get(key)
         if found is None:
-            found = cache.sections_upper == boosted
+            found = np.append(cache.sections_upper == boosted, False)
             if self.routing_kinds is not None:
-                found &= np.isin(np.asarray(cache.table.kinds), list(self.routing_kinds))
+                found[:-1] &= np.isin(np.asarray(cache.table.kinds), list(self.routing_kinds))
             cache.routed[key] = found
         return found
 
@@ -903,7 +905,6 @@ class Retriever:
             boosted, prelim = np.zeros(fused.ids.size, dtype=bool), fused.scores
         else:
             boosted = routed[fused.rows]
-            boosted[fused.rows < 0] = False     # row -1 read the last row
             prelim = fused.scores + self.section_boost * _UNIT * boosted
         # The ids ascend, so a stable sort puts the lower id first among equal scores.
         order = (-prelim).argsort(kind="stable")[: q.k * 3 + 10]
