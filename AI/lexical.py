@@ -218,7 +218,6 @@ class LabelBm25:
     def __init__(self, labels: Sequence[str]) -> None:
         from varaverk.store import STOPWORDS
 
-        self._stop = STOPWORDS
         postings: dict[str, dict[int, int]] = {}
         lengths = np.zeros(len(labels), dtype=np.float64)
         for row, label in enumerate(labels):
@@ -249,23 +248,24 @@ class LabelBm25:
         """(rows int64 ascending, scores float64) of the rows whose label holds a query token;
         each distinct query token counts once, its weights added in the order the tokens
         first occur. Empty arrays when none does."""
-        seen: set[str] = set()
-        found = []
+        postings = self._postings
+        distinct: dict[str, tuple[int, int]] = {}   # token -> its slice, first occurrence first
         for t in _LABEL_TOKEN.findall(text.lower()):
-            if t in seen or t in self._stop or len(t) < 2 or t not in self._postings:
-                continue
-            seen.add(t)
-            found.append(self._postings[t])
+            # Stop words never reach the postings, so they need no test of their own.
+            if t in postings and len(t) > 1 and t not in distinct:
+                distinct[t] = postings[t]
+        found = list(distinct.values())
         if not found:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         if len(found) == 1:     # every weight is > 0: the token's rows are the rows that score
             start, end = found[0]
             return self._rows[start:end].copy(), self._weights[start:end].copy()
-        acc = np.zeros(self.n, dtype=np.float64)
-        for start, end in found:
-            acc[self._rows[start:end]] += self._weights[start:end]
-        rows = acc.nonzero()[0]
-        return rows, acc[rows]
+        rows = np.concatenate([self._rows[start:end] for start, end in found])
+        # bincount adds in array order: each row's weights token by token, from 0.0.
+        total = np.bincount(rows, minlength=self.n, weights=np.concatenate(
+            [self._weights[start:end] for start, end in found]))
+        rows = (total > 0).nonzero()[0]
+        return rows, total[rows]
 
 
 _LABEL_TOKEN = re.compile(r"[a-z0-9]+")
