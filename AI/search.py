@@ -76,7 +76,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -112,7 +112,6 @@ POOL = 50                   # candidates taken from each retriever before fusion
 SAMPLE_FROM = 8192
 FILE_CACHE = 256            # files whose chunks a retriever keeps for small-to-big
 CHUNK_CACHE = 4096          # chunks a retriever keeps by id (the leading results of queries)
-LINES_CACHE = 1024          # result texts whose distinct lines a retriever keeps (near-copies)
 WORD_FORMS_CACHE = 20000    # query words whose inflected forms in the index a retriever keeps
 # Calibrated on the dev sets' answerable vs unanswerable questions (see evaluation.py).
 DEFAULT_MIN_SCORE = 0.37
@@ -535,8 +534,6 @@ class _TableCache:
     chunks: dict[int, Any] = field(default_factory=dict)   # id -> stored chunk, read before
     # path -> windows.places of its chunks (small-to-big of the result list)
     places: dict[str, dict] = field(default_factory=dict)
-    # a result's text -> windows.text_lines of it (near-copies among the results)
-    text_lines: dict[str, frozenset] = field(default_factory=dict)
     vocabulary: frozenset[str] | None = None    # every FTS5 token (coverage), lazily
     # query word -> its forms in the vocabulary (``coverage.word_forms``), for this generation
     word_forms: dict[str, Any] = field(default_factory=dict)
@@ -795,7 +792,7 @@ class Retriever:
             hits = self._reranked(q, hits)
         else:
             hits = self._merge_read(hits, q.k, q.cache)
-        hits = windows.demote_repeats(hits, lines_of=self._text_lines(cache))
+        hits = windows.demote_repeats(hits)
         mark_aliases(q.text, hits)
         return hits
 
@@ -1094,22 +1091,6 @@ class Retriever:
                 cache.places.clear()
             found = cache.places[path] = windows.places(self._file_chunks(path, cache))
         return found
-
-    @staticmethod
-    def _text_lines(cache: _TableCache) -> Callable[[str], frozenset[str]]:
-        """``windows.text_lines`` of result texts, kept with ``cache``'s table (up to
-        ``LINES_CACHE`` texts): the same chunks and merged windows come back query after
-        query, and splitting and hashing their lines was most of ``demote_repeats``' work."""
-        kept = cache.text_lines
-
-        def lines_of(text: str) -> frozenset[str]:
-            found = kept.get(text)
-            if found is None:
-                if len(kept) >= LINES_CACHE:
-                    kept.clear()
-                found = kept[text] = windows.text_lines(text)
-            return found
-        return lines_of
 
     def _chunks(self, ids: list[int], cache: _TableCache) -> dict[int, Any]:
         """{id: stored chunk} of those ids that exist; chunks read once are kept with

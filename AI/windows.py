@@ -24,7 +24,7 @@ Chunks are ``varaverk.store.StoredChunk`` (``id``, ``path``, ``section``, ``titl
 
 from __future__ import annotations
 
-from typing import AbstractSet, Any, Callable, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 from varaverk.prompts import group_block
 
@@ -191,8 +191,7 @@ def _join(hit, group: Group, run: range, grown: bool) -> None:
     hit.grown = grown
 
 
-def demote_repeats(hits: list, share: float = REPEAT_SHARE,
-                   lines_of: Callable[[str], AbstractSet[str]] | None = None) -> list:
+def demote_repeats(hits: list, share: float = REPEAT_SHARE) -> list:
     """List results that mostly repeat earlier results' lines after the others.
 
     Real documentation holds near-copies: example configurations that differ in one block,
@@ -207,19 +206,16 @@ def demote_repeats(hits: list, share: float = REPEAT_SHARE,
     Args:
         hits: ranked hits, best first (``merge_parts`` output).
         share: in (0, 1]: the repeated share of its characters that moves a hit.
-        lines_of: ``text_lines`` or a caller's store of its values (the same chunks and
-            windows come back query after query); None: ``text_lines``.
 
     Returns:
         The same hits in a new list, near-copies last.
     """
-    lines_of = lines_of or text_lines
     kept: list = []
     moved: list = []
     shown: set[str] = set()
     for hit in hits:
         text = hit.chunk.text
-        lines = lines_of(text)
+        lines = set(text.splitlines())
         if kept and not hit.exact and text:
             common = lines & shown
             if common and sum(map(len, common)) >= share * len(text):
@@ -228,12 +224,6 @@ def demote_repeats(hits: list, share: float = REPEAT_SHARE,
         kept.append(hit)
         shown |= lines
     return kept + moved
-
-
-def text_lines(text: str) -> frozenset[str]:
-    """The distinct lines of a text as written (``str.splitlines``), what ``demote_repeats``
-    compares."""
-    return frozenset(text.splitlines())
 
 
 def _around(sizes: Sequence[int], pos: int, cap: int = MERGE_CHARS,

@@ -379,19 +379,6 @@ def test_the_first_result_an_exact_name_and_an_empty_text_never_move():
     assert _order([]) == []
 
 
-def test_demote_repeats_takes_each_texts_lines_from_the_callers_store():
-    hits = [_hit(0, "intro\n" + CONFIG), _hit(1, "other intro\n" + CONFIG),
-            _hit(2, "a different answer\nwith lines of its own"), _hit(3, CONFIG)]
-    asked = []
-
-    def lines_of(text: str) -> frozenset[str]:
-        asked.append(text)
-        return windows.text_lines(text)
-    assert _order(hits, lines_of=lines_of) == _order(hits) == [0, 2, 1, 3]
-    assert asked == [h.chunk.text for h in hits]
-    assert windows.text_lines("a\nb\r\na\n") == {"a", "b"}
-
-
 def _example(board: str) -> str:
     return (f"## {board} with a USB stick\n\nA full example for the {board}.\n\n```yaml\n"
             + "\n".join(f"detectors_{i}:\n  stick_{i}: usb pump setting {i}" for i in range(16))
@@ -407,7 +394,7 @@ def test_search_lists_a_near_copy_of_a_result_after_a_different_match(tmp_path, 
         "docs/two.md": "# Detectors\n\n## Two sticks\n\nRun two usb sticks as usb:0 and usb:1 "
                        "under detectors, one stick each.\n"})
     query = "example configuration for a usb stick"
-    monkeypatch.setattr(windows, "demote_repeats", lambda hits, **kw: hits)
+    monkeypatch.setattr(windows, "demote_repeats", lambda hits, share=0.5: hits)
     before = [h.chunk.path for h in retriever.search(query, 3)]
     monkeypatch.undo()
     after = retriever.search(query, 3)
