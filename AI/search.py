@@ -541,6 +541,28 @@ class _TableCache:
     row_labels: dict[int, Any] = field(default_factory=dict)
 
 
+def _table_cache(table) -> _TableCache:
+    """The per-table arrays of a vector table (``store.VectorTable``), computed in full."""
+    ids = np.asarray(table.ids, dtype=np.int64)
+    file_of = np.zeros(0, dtype=np.int64)
+    paths = getattr(table, "paths", None)
+    if paths is not None and len(paths) == len(ids):
+        numbers: dict[str, int] = {}
+        file_of = np.fromiter(
+            (numbers.setdefault(str(p), len(numbers)) for p in np.asarray(paths).tolist()),
+            dtype=np.int64, count=len(ids))
+    return _TableCache(
+        table=table,
+        sections_upper=np.char.upper(np.asarray(table.sections).astype(str)),
+        ids=ids,
+        kinds=[str(x) for x in np.asarray(table.kinds).tolist()],
+        sections=[str(x).upper() for x in np.asarray(table.sections).tolist()],
+        titles=([str(x) for x in np.asarray(table.titles).tolist()]
+                if getattr(table, "titles", None) is not None else []),
+        file_of=file_of,
+    )
+
+
 class Retriever:
     """Hybrid retrieval over one index with one embedder. The dock holds one per process.
 
@@ -608,25 +630,15 @@ class Retriever:
     # -- tables ---------------------------------------------------------------------------
 
     def _table(self) -> _TableCache:
+        """The ``_TableCache`` of the index's current vector table, made once per index
+        generation. It is published whole: the dock shares one Retriever between threads,
+        and another thread may be replacing it (a new generation) or still ranking on the
+        previous one."""
         table = self.index.vector_table()
-        if self._cache is None or self._cache.table is not table:
-            ids = np.asarray(table.ids, dtype=np.int64)
-            self._cache = _TableCache(
-                table=table,
-                sections_upper=np.char.upper(np.asarray(table.sections).astype(str)),
-                ids=ids,
-                kinds=[str(x) for x in np.asarray(table.kinds).tolist()],
-                sections=[str(x).upper() for x in np.asarray(table.sections).tolist()],
-                titles=([str(x) for x in np.asarray(table.titles).tolist()]
-                        if getattr(table, "titles", None) is not None else []),
-            )
-            paths = getattr(table, "paths", None)
-            if paths is not None and len(paths) == len(ids):
-                numbers: dict[str, int] = {}
-                self._cache.file_of = np.fromiter(
-                    (numbers.setdefault(str(p), len(numbers)) for p in np.asarray(paths).tolist()),
-                    dtype=np.int64, count=len(ids))
-        return self._cache
+        cache = self._cache
+        if cache is None or cache.table is not table:
+            cache = self._cache = _table_cache(table)
+        return cache
 
     def _labels(self, cache: _TableCache) -> LabelBm25 | None:
         """The label field (heading trail, title, file name) of this table, built once."""
