@@ -1111,7 +1111,8 @@ class Retriever:
         if not ids:
             return {}
         kept = cache.chunks
-        found = {cid: kept[cid] for cid in ids if cid in kept}
+        # One look-up a chunk: another thread may empty the cache between two of them.
+        found = {cid: c for cid in ids if (c := kept.get(cid)) is not None}
         missing = [cid for cid in ids if cid not in found]
         if missing:
             if len(kept) + len(missing) > CHUNK_CACHE:

@@ -82,3 +82,40 @@ def test_a_table_cache_is_whole_when_another_thread_replaces_it(index, monkeypat
     _file_numbers_match_the_table(retriever._table())
     assert retriever._table().table is current()
 
+
+def test_chunks_evicted_by_another_thread_mid_look_up_are_read_again(index, monkeypatch):
+    import varaverk.search as search
+
+    monkeypatch.setattr(search, "CHUNK_CACHE", 2)
+    retriever = search.Retriever(Settings(), index, mode="lexical")
+    cache = retriever._table()
+    ids = cache.ids.tolist()
+    assert len(ids) == 4
+    retriever._chunks(ids[:2], cache)     # the cache is full
+
+    class Evicting(dict):
+        """The kept chunks; right after the first look-up finds one, a second thread reads
+        two others, which empties the full cache first."""
+
+        fired = False
+
+        def _found(self, found: bool) -> None:
+            if found and not Evicting.fired:
+                Evicting.fired = True
+                _in_another_thread(lambda: retriever._chunks(ids[2:], cache))
+
+        def __contains__(self, key) -> bool:
+            found = super().__contains__(key)
+            self._found(found)
+            return found
+
+        def get(self, key, default=None):
+            found = super().get(key, default)
+            self._found(found is not default)
+            return found
+
+    cache.chunks = Evicting(cache.chunks)
+    got = retriever._chunks(ids[:2], cache)
+    assert Evicting.fired
+    assert {cid: c.text for cid, c in got.items()} == {
+        c.id: c.text for c in index.get_chunks(ids[:2])}
