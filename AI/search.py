@@ -4,9 +4,11 @@ How one query is scored (``Retriever.search``):
 
 1. **Dense.** The query is embedded once (``Embedder.embed_query``: float32 (dim,), unit length)
    and scored against the index's contiguous float32 matrix (n, dim) with ONE matrix-vector
-   product (``np.vecdot``, a dot product per row): cosine similarity, because every stored row is L2-normalised. Rows whose vector is
-   zero or not finite can never rank (masked). Top-k is ``np.argpartition`` then a sort of the
-   k survivors: O(n) plus O(k log k), no Python loop over rows.
+   product (``np.vecdot``, a dot product per row): cosine similarity, because every stored
+   row is L2-normalised. Rows whose vector is zero or not finite never rank: the vector table
+   leaves them out (``Index.vector_table``). Top-k is ``np.argpartition`` (on a large table
+   after a sampled threshold) then a sort of the k survivors: O(n) plus O(k log k), no
+   Python loop over rows.
 2. **Filters.** ``kind`` and ``section`` are hard filters: boolean masks over the rows that
    compose (AND). A filtered-out row scores ``-inf`` and never ranks, in any retriever.
 3. **Lexical.** SQLite FTS5 BM25 over the chunk text and its context trail; it finds exact
@@ -218,8 +220,19 @@ def filter_mask(kinds: np.ndarray, sections_upper: np.ndarray, kind: str | None 
 def top_k(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndarray:
     """Row indices of the k best scores, best first, skipping masked-out rows.
 
-    ``np.argpartition`` selects the k best in O(n); only those k are sorted. Ties keep the
-    lower row index first (stable), so results are deterministic.
+    Args:
+        scores: float (n,); with ``mask`` a non-finite score never ranks either, without it
+            every score is taken as it is (the vector table's rows and a query vector are
+            finite, so the cosines are).
+        k: how many (fewer when fewer rows are allowed).
+        mask: bool (n,), the rows that may rank; None: every row.
+
+    ``np.argpartition`` selects the k best in O(n) (from ``SAMPLE_FROM`` rows on, among the
+    scores above a threshold taken from every 16th score); only those k are sorted. Ties keep
+    the lower row index first (stable), so results are deterministic.
+
+    Returns:
+        int64 (≤ k,) row indices.
     """
     if k <= 0 or scores.size == 0:
         return np.zeros(0, dtype=np.int64)
