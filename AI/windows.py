@@ -166,7 +166,8 @@ def _window(place: Place) -> tuple[tuple[Group, int], int, bool] | None:
     """``((group, index), cap, grown)`` a ranked chunk merges within: its parts or YAML block
     up to ``MERGE_CHARS``; for a tiny chunk (under ``TINY_CHARS`` and neither a part nor a
     key: alone it rarely holds an answer) its parent section up to ``TINY_MERGE_CHARS``,
-    ``grown``; None for a whole chunk that is not tiny. The sizes are read at each call."""
+    ``grown``; None for a whole chunk that is not tiny. The limits are read at each call,
+    never kept in ``places`` (which lasts an index generation)."""
     if place.own is not None:
         return place.own, MERGE_CHARS, False
     if place.size < TINY_CHARS:
