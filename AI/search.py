@@ -988,10 +988,12 @@ class Retriever:
         return hits
 
     def _merge_read(self, hits: list[Hit], k: int, cache: _TableCache) -> list[Hit]:
-        """``_merge_parts`` over ranked hits whose chunks may be labels only: the chunks of
-        the leading hits are read as merging reaches them (``_read_in_turn``), all from the
-        table the search ranked on (``cache``)."""
-        return self._merge_parts(self._read_in_turn(hits, k, cache), k, cache)
+        """``windows.merge_parts`` over ranked hits whose chunks may be labels only (a split
+        section, a YAML block or a tiny chunk's parent section comes back as one result): the
+        chunks of the leading hits are read as merging reaches them (``_read_in_turn``), all
+        from the table the search ranked on (``cache``)."""
+        return windows.merge_parts(self._read_in_turn(hits, k, cache), k,
+                                   lambda path: self._places(path, cache))
 
     def _read_in_turn(self, hits: list[Hit], first: int, cache: _TableCache
                       ) -> Iterator[Hit]:
@@ -1011,11 +1013,6 @@ class Retriever:
                         continue
                 yield h
             start, stop = stop, stop * 2
-
-    def _merge_parts(self, hits: Iterable[Hit], k: int, cache: _TableCache) -> list[Hit]:
-        """``windows.merge_parts`` over the chunks of ``cache``'s table: a split section, a
-        YAML block or a tiny chunk's parent section comes back as one result."""
-        return windows.merge_parts(hits, k, lambda path: self._places(path, cache))
 
     def _score_fusion(self, q: _Query, ids: np.ndarray, scores: np.ndarray) -> None:
         """Min-max normalised dense plus BM25/max, weighted, scaled to RRF units, into
