@@ -1157,34 +1157,22 @@ class Retriever:
         return self._unknown_names(query, self._table())
 
     def _unknown_names(self, query: str, cache: _TableCache) -> list[str]:
+        """``unknown_names`` over the index generation of ``cache``."""
         bm25 = self._bm25(cache)
         out: list[str] = []
         for m in _WORD.finditer(query):
-            word = m.group(0).strip(".-_")
-            if len(word) < 2 or word.lower() in STOPWORDS or word in out:
-                continue
-            # Quantities ("4G", "2GB", "10k") and two-letter abbreviations ("PC", "OS", "UI")
-            # are ordinary words of a question, not names the documentation must contain.
-            if word[0].isdigit() or (len(word) == 2 and word.isalpha() and word.isupper()):
-                continue
-            # Cheapest tests first: most words of a question are lower-case letters only.
-            looks_named = (
-                (word[0].isupper() and not word.isupper()
-                 and not _sentence_start(query, m.start()))
-                or (word.isupper() and sum(c.isalpha() for c in word) >= 1 and len(word) >= 2)
-                or (not word.isalpha()
-                    and (any(c.isdigit() for c in word) or any(c in "_." for c in word)))
-            )
-            if not looks_named:
+            word = m.group(0)
+            if (len(word) < 2 or word.lower() in STOPWORDS or word in out
+                    or not _looks_named(word, query, m.start())):
                 continue
             try:
                 found = bm25.contains(word) if bm25 is not None else None
                 if found is None:
                     found = bool(self.index.fts_search(word, 1))
-                if not found:
-                    out.append(word)
             except Exception:  # a lookup failure must not make the answer "not covered"
                 continue
+            if not found:
+                out.append(word)
         return out
 
     # -- relevance ------------------------------------------------------------------------
@@ -1238,6 +1226,19 @@ class _Label(NamedTuple):
     kind: str
     title: str
 _WORD = re.compile(r"[A-Za-z0-9][\w.-]*[A-Za-z0-9]|[A-Za-z0-9]")
+
+
+def _looks_named(word: str, query: str, at: int) -> bool:
+    """Whether ``word`` (a ``_WORD`` match of two or more characters at ``at`` in ``query``)
+    looks like a name rather than prose, as ``Retriever.unknown_names`` says."""
+    # Quantities ("4G", "2GB", "10k") and two-letter abbreviations ("PC", "OS", "UI") are
+    # ordinary words of a question, not names the documentation must contain.
+    if word[0].isdigit() or (len(word) == 2 and word.isalpha() and word.isupper()):
+        return False
+    # Cheapest tests first: most words of a question are lower-case letters only.
+    return (word.isupper()
+            or (word[0].isupper() and not _sentence_start(query, at))
+            or (not word.isalpha() and any(c.isdigit() or c in "_." for c in word)))
 
 
 def _sentence_start(text: str, at: int) -> bool:
