@@ -4,7 +4,7 @@ SQLite FTS5 stays the lexical index of record: it tokenizes and stores every chu
 ``Index.fts_search`` (a ``MATCH`` ordered by ``bm25()``) is the reference. Running that
 ``MATCH`` costs milliseconds per query on a large index, because FTS5 calls its BM25 function
 row by row and looks up each row's length, while a whole hybrid query has a budget of its own
-(``tests/benchmarks/bench_scoring.py``, "hybrid search": 0.5 ms at 3k chunks, 20 ms at 100k).
+(the targets in ``tests/benchmarks/bench_scoring.py``, "hybrid search").
 ``Bm25`` computes the identical score from the same data, read once and cached: the token
 count of every row (FTS5's ``docsize`` table) and, per query token on first use, its
 occurrences (an ``fts5vocab`` instance table). After that a query is a few numpy operations
