@@ -404,3 +404,37 @@ def test_search_lists_a_near_copy_of_a_result_after_a_different_match(tmp_path, 
     assert [h.chunk.path for h in after] == ["docs/examples.md", "docs/two.md",
                                              "docs/examples.md"]
     assert after[0].score > after[2].score > after[1].score   # scores are left as fused
+
+
+def test_merging_reads_the_leading_hits_chunks_in_turn_and_skips_a_vanished_one(tmp_path):
+    # Six whole chunks, one a file: k hits' chunks are read first, then as many again; a
+    # chunk deleted since the vector table was read is left out, and no more is read once
+    # merging has its k results.
+    import numpy as np
+
+    from varaverk.chunking import Chunk
+    from varaverk.config import Settings
+    from varaverk.search import Hit, _Label
+    from varaverk.store import FileRow, Index, IndexChanges
+
+    paths = [f"docs/{i}.md" for i in range(6)]
+    chunks = [(Chunk(path=p, kind="doc", section="NOTES", title=p, start_line=1, end_line=9,
+                     text=f"{p} " + "x" * windows.TINY_CHARS, context=p),
+               np.eye(6, dtype=np.float32)[i]) for i, p in enumerate(paths)]
+    with Index.open(tmp_path / "index.sqlite") as index:
+        index.write(IndexChanges(new_chunks=chunks, embedder=("test", "m", 6),
+                                 file_rows=[FileRow(p, "doc", 1, 1, "x", "indexed", "", 1)
+                                            for p in paths]))
+        retriever = Retriever(Settings(), index, mode="lexical")
+        cache = retriever._table()
+        ids = cache.ids.tolist()
+        index.write(IndexChanges(delete_paths=[paths[1]]))
+        asked: list[list[int]] = []
+        read = index.get_chunks
+        index.get_chunks = lambda wanted: asked.append(list(wanted)) or read(wanted)
+        hits = [Hit(_Label(cid, "doc", p), 1.0 - i / 10)
+                for i, (cid, p) in enumerate(zip(ids, paths))]
+        out = retriever._merge_read(hits, 2, cache)
+        assert [h.chunk.id for h in out] == [ids[0], ids[2]]
+        assert [h.chunk.text for h in out] == [chunks[0][0].text, chunks[2][0].text]
+        assert asked == [ids[:2], ids[2:4]]
