@@ -1225,6 +1225,8 @@ class _Label(NamedTuple):
     id: int
     kind: str
     title: str
+
+
 _WORD = re.compile(r"[A-Za-z0-9][\w.-]*[A-Za-z0-9]|[A-Za-z0-9]")
 
 
