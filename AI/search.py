@@ -416,11 +416,12 @@ def _file_stem(path: str) -> str:
 def _name_bonus(norm_names: list[str], title: str, text: str) -> tuple[float, bool]:
     """The exact-name boost of one chunk: (bonus in fused units, whether a name is its
     title). The first name that is the chunk's title (or its title's first word) wins
-    ``NAME_TITLE_BOOST``; else the first name its text contains wins ``NAME_TEXT_BOOST``."""
-    title = normalise_title(title)
-    text = text.lower()
+    ``NAME_TITLE_BOOST``; else the first name its text contains wins ``NAME_TEXT_BOOST``.
+    ``text``: the chunk's text, lower-cased."""
+    title = _title_key(title)
     for n in norm_names:
-        if title and (title == n or title.split()[0:1] == [n]):
+        # a title's first word is in the title: the split only for titles holding the name
+        if title and (title == n or (n in title and title.split()[0:1] == [n])):
             return NAME_TITLE_BOOST * _UNIT, True
         if n in text:
             return NAME_TEXT_BOOST * _UNIT, False
@@ -552,6 +553,8 @@ class _TableCache:
     word_forms: dict[str, Any] = field(default_factory=dict)
     # vector-table row -> its _Label, made on first use (the same for every query)
     row_labels: dict[int, Any] = field(default_factory=dict)
+    # chunk id -> its text lower-cased (exact-name boosts), for chunks read before
+    lowered: dict[int, str] = field(default_factory=dict)
 
 
 def _table_cache(table) -> _TableCache:
@@ -943,7 +946,7 @@ class Retriever:
         was read is left out. Chunk text is read only where ranking needs it: for the name
         boosts, and for candidates the vector table does not describe (no usable vector)."""
         cache = q.cache
-        q.norm_names = [normalise_title(n) for n in q.names]
+        q.norm_names = names = [normalise_title(n) for n in q.names]
         have_labels = len(cache.titles) == len(cache.ids)
         keep, rows = lead.ids.tolist(), lead.rows.tolist()
         read = keep if (q.norm_names or not have_labels) else [c for c, r in zip(keep, rows)
@@ -953,6 +956,7 @@ class Retriever:
         dense = (q.scores[lead.rows].tolist() if q.scores is not None
                  else [None] * len(keep))
         bonus = self.section_boost * _UNIT
+        lex_of, row_labels = q.lex_of, cache.row_labels
         hits: list[Hit] = []
         for cid, row, score, routed, cos in zip(keep, rows, lead.scores.tolist(),
                                                 lead.routed.tolist(), dense):
@@ -964,28 +968,41 @@ class Retriever:
                                        q.boosted_section)
                 label = chunk
             elif chunk is None:
-                if q.norm_names:
+                if names:
                     continue  # removed since the vector table was read
-                label, boosted = cache.row_labels.get(row), routed
+                label, boosted = row_labels.get(row), routed
                 if label is None:
-                    if len(cache.row_labels) >= CHUNK_CACHE:
-                        cache.row_labels.clear()
-                    label = cache.row_labels[row] = _Label(cid, cache.kinds[row],
-                                                           cache.titles[row])
+                    if len(row_labels) >= CHUNK_CACHE:
+                        row_labels.clear()
+                    label = row_labels[row] = _Label(cid, cache.kinds[row], cache.titles[row])
             else:
                 label = chunk
-                boosted = self._routed(chunk.kind, cache.sections[row], q.boosted_section)
+                # the table's verdict holds unless the chunk now read has another kind
+                boosted = routed if chunk.kind == cache.kinds[row] else self._routed(
+                    chunk.kind, cache.sections[row], q.boosted_section)
             if boosted:
                 score += bonus
             exact = False
-            if q.norm_names:
-                name_bonus, exact = _name_bonus(q.norm_names, label.title or "", chunk.text)
+            if names:
+                name_bonus, exact = _name_bonus(names, label.title or "",
+                                                self._lowered(cache, chunk))
                 score += name_bonus
             # Hit(chunk, score, dense, lexical, exact, section_boosted, best_dense, unknown):
             # positional, as keywords cost more than the rest of this loop's work
-            hits.append(Hit(label, score, cos if row >= 0 else None, q.lex_of.get(cid), exact,
+            hits.append(Hit(label, score, cos if row >= 0 else None, lex_of.get(cid), exact,
                             boosted, q.best_dense, q.unknown))
         return hits
+
+    @staticmethod
+    def _lowered(cache: _TableCache, chunk) -> str:
+        """A read chunk's text lower-cased, kept with ``cache`` (up to ``CHUNK_CACHE``): the
+        exact-name boosts look for names in the same leading chunks query after query."""
+        found = cache.lowered.get(chunk.id)
+        if found is None:
+            if len(cache.lowered) >= CHUNK_CACHE:
+                cache.lowered.clear()
+            found = cache.lowered[chunk.id] = chunk.text.lower()
+        return found
 
     def _merge_read(self, hits: list[Hit], k: int, cache: _TableCache) -> list[Hit]:
         """``windows.merge_parts`` over ranked hits whose chunks may be labels only (a split
