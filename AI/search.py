@@ -122,9 +122,9 @@ NOT_COVERED = "The documentation does not cover this."
 _UNIT = 1.0 / (RRF_K + 1.0)
 
 
-@dataclass
+@dataclass(slots=True)
 class Hit:
-    """One retrieved chunk.
+    """One retrieved chunk (slotted: a query makes one for each leading candidate).
 
     Attributes:
         chunk: the stored chunk (``varaverk.store.StoredChunk``: id + every Chunk field).
