@@ -532,7 +532,7 @@ class _TableCache:
     """Per vector-table arrays computed once (the table is cached by the index until it changes)."""
 
     table: Any
-    sections_upper: np.ndarray
+    sections_upper: np.ndarray      # str (n,): ``sections`` as an array (whole-table masks)
     ids: np.ndarray                 # int64 (n,), ascending (the table is in id order)
     kinds: list[str]                # per row, as Python lists: scalar access in the ranking loop
     sections: list[str]             # upper case
@@ -567,12 +567,15 @@ def _table_cache(table) -> _TableCache:
         file_of = np.fromiter(
             (numbers.setdefault(str(p), len(numbers)) for p in np.asarray(paths).tolist()),
             dtype=np.int64, count=len(ids))
+    # str.upper, never np.char.upper: that one keeps the array's width and cuts a name whose
+    # upper case is longer ("Straße" -> "STRASS" when it is the longest).
+    sections = [str(x).upper() for x in np.asarray(table.sections).tolist()]
     return _TableCache(
         table=table,
-        sections_upper=np.char.upper(np.asarray(table.sections).astype(str)),
+        sections_upper=np.array(sections, dtype=str),
         ids=ids,
         kinds=[str(x) for x in np.asarray(table.kinds).tolist()],
-        sections=[str(x).upper() for x in np.asarray(table.sections).tolist()],
+        sections=sections,
         titles=([str(x) for x in np.asarray(table.titles).tolist()]
                 if getattr(table, "titles", None) is not None else []),
         file_of=file_of,

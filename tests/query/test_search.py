@@ -49,6 +49,27 @@ def test_filters_compose(retriever):
     assert same and all(h.chunk.section == heading for h in same)
 
 
+def test_section_filter_matches_a_section_whose_upper_case_is_longer(tmp_path):
+    # "Straße" upper-cases to "STRASSE", one character longer: the filter compares it as
+    # str.upper() does, also when it is the table's longest section name.
+    import numpy as np
+
+    from varaverk.chunking import Chunk
+    from varaverk.config import Settings
+    from varaverk.store import FileRow, Index, IndexChanges
+
+    items = [(Chunk(path=f"{section}.md", kind="doc", section=section, title="Parken",
+                    start_line=1, end_line=2, text="rsync mover parking", context=section),
+              np.eye(2, dtype=np.float32)[i]) for i, section in enumerate(["Straße", "Weg"])]
+    with Index.open(tmp_path / "index.sqlite") as index:
+        index.write(IndexChanges(new_chunks=items, embedder=("test", "m", 2), file_rows=[
+            FileRow(c.path, "doc", 1, 1, "x", "indexed", "", 1) for c, _ in items]))
+        lexical = Retriever(Settings(), index, mode="lexical")
+        for asked in ("straße", "STRASSE", " Straße "):
+            assert [h.chunk.section for h in lexical.search("rsync", 5, section=asked)] == [
+                "Straße"]
+        assert [h.chunk.section for h in lexical.search("rsync", 5, section="weg")] == ["Weg"]
+
 def test_section_boost_never_excludes(retriever):
     # A configuration-shaped question: CONFIGURATION chunks are boosted, others still rank.
     hits = retriever.search("What is the default snapshot retention?", 30)
