@@ -4,11 +4,11 @@ How one query is scored (``Retriever.search``):
 
 1. **Dense.** The query is embedded once (``Embedder.embed_query``: float32 (dim,), unit length)
    and scored against the index's contiguous float32 matrix (n, dim) with ONE matrix-vector
-   product (``np.vecdot``, a dot product per row): cosine similarity, because every stored
-   row is L2-normalised. Rows whose vector is zero or not finite never rank: the vector table
-   leaves them out (``Index.vector_table``). Top-k is ``np.argpartition`` (on a large table
-   after a sampled threshold) then a sort of the k survivors: O(n) plus O(k log k), no
-   Python loop over rows.
+   product (``np.vecdot``, a dot product per row; from ``PARALLEL_FROM`` rows in row blocks
+   shared between cores): cosine similarity, because every stored row is L2-normalised. Rows
+   whose vector is zero or not finite never rank: the vector table leaves them out
+   (``Index.vector_table``). Top-k is ``np.argpartition`` (on a large table after a sampled
+   threshold) then a sort of the k survivors: O(n) plus O(k log k), no Python loop over rows.
 2. **Filters.** ``kind`` and ``section`` are hard filters: boolean masks over the rows that
    compose (AND). A filtered-out row scores ``-inf`` and never ranks, in any retriever.
 3. **Lexical.** SQLite FTS5 BM25 over the chunk text and its context trail; it finds exact
@@ -75,8 +75,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
@@ -112,6 +114,11 @@ POOL = 50                   # candidates taken from each retriever before fusion
 # From this many rows top_k selects on a sampled threshold first; below it one partition of
 # every score costs less than the sampling pass's extra array calls (bench_scoring).
 SAMPLE_FROM = 8192
+# From this many rows the dense product is shared between up to MAX_DENSE_THREADS cores: one
+# core's memory bandwidth limits it there, while below it handing a block to another thread
+# costs more than it saves (bench_scoring).
+PARALLEL_FROM = 32768
+MAX_DENSE_THREADS = 4
 FILE_CACHE = 256            # files whose chunks a retriever keeps for small-to-big
 CHUNK_CACHE = 4096          # chunks a retriever keeps by id (the leading results of queries)
 WORD_FORMS_CACHE = 20000    # query words whose inflected forms in the index a retriever keeps
@@ -183,15 +190,70 @@ def dense_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
         query: float32 (dim,), L2-normalised.
 
     Returns:
-        float32 (n,) scores.
+        float32 (n,) scores; the same values whether or not the rows were split across threads.
     """
     if matrix.shape[0] == 0:
         return np.zeros(0, dtype=np.float32)
+    query = query.astype(matrix.dtype, copy=False)
     # vecdot takes one vector dot product per row, each on one thread. The BLAS matrix-vector
     # product would wake its thread pool for every query, which costs milliseconds whenever
     # the pool has gone to sleep (a query at a time, a busy host); einsum's own loop is slower
     # than the per-row dot (tests/benchmarks/bench_scoring.py).
-    return np.vecdot(matrix, query.astype(matrix.dtype, copy=False))
+    if matrix.shape[0] < PARALLEL_FROM:
+        return np.vecdot(matrix, query)
+    workers = _dense_workers()
+    return np.vecdot(matrix, query) if workers is None else _shared_vecdot(matrix, query,
+                                                                            workers)
+
+
+def _shared_vecdot(matrix: np.ndarray, query: np.ndarray, workers: "_Workers") -> np.ndarray:
+    """``np.vecdot(matrix, query)`` in contiguous row blocks, one in the calling thread and
+    one per pool thread: a large matrix is read faster by several cores than by one (the
+    product is bound by memory bandwidth), vecdot releases the GIL, and every row's dot is
+    the same computation as in one call."""
+    out = np.empty(matrix.shape[0], dtype=matrix.dtype)
+    bounds = np.linspace(0, matrix.shape[0], workers.max_workers + 2).astype(int).tolist()
+    (a, b), *rest = zip(bounds[:-1], bounds[1:])
+    pending = [workers.pool.submit(np.vecdot, matrix[lo:hi], query, out=out[lo:hi])
+               for lo, hi in rest]
+    np.vecdot(matrix[a:b], query, out=out[a:b])
+    for f in pending:
+        f.result()
+    return out
+
+
+class _Workers(NamedTuple):
+    pool: ThreadPoolExecutor
+    max_workers: int
+
+
+def _dense_workers() -> _Workers | None:
+    """The thread pool that shares a large product with the calling thread (one thread less
+    than the cores this process may use, at most ``MAX_DENSE_THREADS`` in all); None on a
+    single core. Made on first use, once per process."""
+    with _WORKERS_LOCK:
+        return _make_workers()
+
+
+@functools.lru_cache(maxsize=1)
+def _make_workers() -> _Workers | None:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        else (os.cpu_count() or 1)
+    helpers = min(cores, MAX_DENSE_THREADS) - 1
+    return _Workers(ThreadPoolExecutor(helpers, "dense"), helpers) if helpers > 0 else None
+
+
+def _after_fork_in_child() -> None:
+    # A forked child (a gunicorn worker) has none of its parent's threads, and the lock may
+    # have been held by one of them: it makes its own of both.
+    global _WORKERS_LOCK
+    _WORKERS_LOCK = threading.Lock()
+    _make_workers.cache_clear()
+
+
+_WORKERS_LOCK = threading.Lock()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def filter_mask(kinds: np.ndarray, sections_upper: np.ndarray, kind: str | None = None,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +65,39 @@ def test_filters_compose(matrix):
     assert both.tolist() == [False, True, False, False, True]
     s = dense_scores(matrix, unit(1, 0, 0))
     assert top_k(s, 5, both).tolist() == [1, 4]
+
+
+def test_a_large_product_shared_between_threads_equals_one_product():
+    from varaverk.search import PARALLEL_FROM
+    rng = np.random.default_rng(5)
+    big = rng.standard_normal((PARALLEL_FROM + 7, 24)).astype(np.float32)
+    q = big[11] / np.linalg.norm(big[11])
+    assert np.array_equal(dense_scores(big, q), np.vecdot(big, q))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_scores_large_products_with_its_own_threads():
+    # A gunicorn worker is forked after the parent may have made its pool: the child's copy
+    # of that pool has no threads, so the child must make its own (else it waits forever).
+    from varaverk.search import PARALLEL_FROM
+    big = np.random.default_rng(6).standard_normal((PARALLEL_FROM + 3, 8)).astype(np.float32)
+    q = big[0] / np.linalg.norm(big[0])
+    expected = np.vecdot(big, q)
+    assert np.array_equal(dense_scores(big, q), expected)      # the parent's pool exists
+    pid = os.fork()
+    if pid == 0:
+        ok = np.array_equal(dense_scores(big, q), expected)
+        os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child never finished its product")
 
 
 def test_top_k_with_everything_masked_is_empty(matrix):
