@@ -296,11 +296,18 @@ def top_k(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndar
     Returns:
         int64 (≤ k,) row indices.
     """
-    if k <= 0 or scores.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    s = scores if mask is None else np.where(mask, scores, -np.inf)
-    allowed = int(np.count_nonzero(np.isfinite(s))) if mask is not None else s.size
-    k = min(k, allowed)
+    if mask is None:
+        return _top(scores, k)
+    # Only the allowed rows take part: masked-out rows set to -inf would still be values the
+    # partition works through, and a selective filter leaves mostly those.
+    rows = np.flatnonzero(mask & np.isfinite(scores))
+    return rows[_top(scores[rows], k)]
+
+
+def _top(s: np.ndarray, k: int) -> np.ndarray:
+    """int64 indices of the k largest values of ``s`` (fewer when it is shorter), best
+    first, ties lower index first (``top_k`` without a mask)."""
+    k = min(k, s.size)
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
     if k * 16 < s.size and s.size >= SAMPLE_FROM:
@@ -317,8 +324,7 @@ def top_k(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndar
         part = _best(s, k)
     else:
         part = np.arange(s.size)
-    out = part[np.lexsort((part, -s[part]))]
-    return out if mask is None else out[np.isfinite(s[out])]
+    return part[np.lexsort((part, -s[part]))]
 
 
 def _best(s: np.ndarray, k: int) -> np.ndarray:

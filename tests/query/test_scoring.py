@@ -100,6 +100,13 @@ def test_a_forked_child_scores_large_products_with_its_own_threads():
     pytest.fail("the forked child never finished its product")
 
 
+def test_top_k_with_a_mask_ranks_only_allowed_finite_scores():
+    s = np.array([0.9, np.nan, 0.8, 0.95, -np.inf, 0.1], dtype=np.float32)
+    allowed = np.array([True, True, True, False, True, True])
+    assert top_k(s, 10, allowed).tolist() == [0, 2, 5]
+    assert top_k(s, 2, allowed).tolist() == [0, 2]
+
+
 def test_top_k_with_everything_masked_is_empty(matrix):
     s = dense_scores(matrix, unit(1, 0, 0))
     assert top_k(s, 3, np.zeros(5, bool)).tolist() == []
