@@ -178,16 +178,31 @@ class Bm25:
         found = [hit for hit in map(self._phrase, phrases) if hit[0].size]
         if not found:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        if len(found) == 1:
-            return found[0][0], found[0][3].copy()
-        pos = np.concatenate([hit[2] for hit in found])
-        # bincount adds in array order: each row's terms phrase by phrase, as the C loop does.
-        total = np.bincount(pos, weights=np.concatenate([hit[3] for hit in found]),
-                            minlength=self.rows)
-        matched = np.zeros(self.rows, dtype=bool)
-        matched[pos] = True
-        where = np.flatnonzero(matched)
-        return self.ids[where], total[where]
+        # phrase by phrase, as FTS5's C loop adds them
+        where, total = summed_by_row([hit[2] for hit in found], [hit[3] for hit in found],
+                                     self.rows)
+        return self.ids[where], total
+
+
+def summed_by_row(rows: Sequence[np.ndarray], weights: Sequence[np.ndarray],
+                  n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's weights added up in the order the lists are given, starting from 0.0 (the
+    order FTS5's bm25() adds a row's phrase terms in, so the sums are bit-identical).
+
+    Args:
+        rows: one int64 array per term: the rows (0 ≤ row < n) holding it, ascending, distinct.
+        weights: float64 arrays aligned with ``rows``, every weight > 0.
+        n: the number of rows.
+
+    Returns:
+        ``(rows int64 ascending, totals float64)`` of the rows holding any term (new arrays).
+    """
+    if len(rows) == 1:
+        return rows[0].copy(), weights[0].copy()
+    # bincount adds in array order: each row's weights term by term.
+    total = np.bincount(np.concatenate(rows), weights=np.concatenate(weights), minlength=n)
+    held = np.flatnonzero(total > 0)
+    return held, total[held]
 
 
 def _runs(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -257,15 +272,8 @@ class LabelBm25:
         found = list(distinct.values())
         if not found:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        if len(found) == 1:     # every weight is > 0: the token's rows are the rows that score
-            start, end = found[0]
-            return self._rows[start:end].copy(), self._weights[start:end].copy()
-        rows = np.concatenate([self._rows[start:end] for start, end in found])
-        # bincount adds in array order: each row's weights token by token, from 0.0.
-        total = np.bincount(rows, minlength=self.n, weights=np.concatenate(
-            [self._weights[start:end] for start, end in found]))
-        rows = (total > 0).nonzero()[0]
-        return rows, total[rows]
+        return summed_by_row([self._rows[start:end] for start, end in found],
+                             [self._weights[start:end] for start, end in found], self.n)
 
 
 _LABEL_TOKEN = re.compile(r"[a-z0-9]+")
