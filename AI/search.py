@@ -80,7 +80,7 @@ import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -826,14 +826,10 @@ class Retriever:
         if bm25 is None or not vocabulary:
             return Coverage(margin, 0)
         forms = q.cache.word_forms
-        if len(forms) > WORD_FORMS_CACHE:
-            forms.clear()
 
         def forms_of(word: str) -> list[list[str]] | None:
-            found = forms.get(word, False)
-            if found is False:
-                found = forms[word] = _coverage.word_forms(word, vocabulary)
-            return found
+            return _kept(forms, word, lambda: _coverage.word_forms(word, vocabulary),
+                         WORD_FORMS_CACHE)
         return _coverage.measure(margin, q.terms, forms_of,
                                  lambda toks: bm25.phrase_rows(toks)[0],
                                  [h.chunk.id for h in hits], bm25.rows)
@@ -1042,7 +1038,7 @@ class Retriever:
                 if names:
                     continue  # removed since the vector table was read
                 label, boosted = row_labels.get(row), routed
-                if label is None:
+                if label is None:  # _kept inline: a closure per candidate costs as much again
                     if len(row_labels) >= CHUNK_CACHE:
                         row_labels.clear()
                     label = row_labels[row] = _Label(cid, cache.kinds[row], cache.titles[row])
@@ -1068,12 +1064,7 @@ class Retriever:
     def _lowered(cache: _TableCache, chunk) -> str:
         """A read chunk's text lower-cased, kept with ``cache`` (up to ``CHUNK_CACHE``): the
         exact-name boosts look for names in the same leading chunks query after query."""
-        found = cache.lowered.get(chunk.id)
-        if found is None:
-            if len(cache.lowered) >= CHUNK_CACHE:
-                cache.lowered.clear()
-            found = cache.lowered[chunk.id] = chunk.text.lower()
-        return found
+        return _kept(cache.lowered, chunk.id, chunk.text.lower, CHUNK_CACHE)
 
     def _merge_read(self, hits: list[Hit], k: int, cache: _TableCache) -> list[Hit]:
         """``windows.merge_parts`` over ranked hits whose chunks may be labels only (a split
@@ -1183,24 +1174,15 @@ class Retriever:
         vector table belongs to (up to ``FILE_CACHE`` files), since small-to-big reads the
         same long pages again and again. ``cache``: the table a search already holds (None:
         ask the index for its current one)."""
-        files = (cache or self._table()).files
-        found = files.get(path)
-        if found is None:
-            if len(files) >= FILE_CACHE:
-                files.clear()
-            found = files[path] = self.index.chunks_for_path(path)
-        return found
+        return _kept((cache or self._table()).files, path,
+                     lambda: self.index.chunks_for_path(path), FILE_CACHE)
 
     def _places(self, path: str, cache: _TableCache) -> dict[int, windows.Place]:
         """``windows.places`` of one file's chunks, kept with the table (up to ``FILE_CACHE``
         files): small-to-big reads the same pages again, and where each chunk sits among its
         siblings is the same for every query of an index generation."""
-        found = cache.places.get(path)
-        if found is None:
-            if len(cache.places) >= FILE_CACHE:
-                cache.places.clear()
-            found = cache.places[path] = windows.places(self._file_chunks(path, cache))
-        return found
+        return _kept(cache.places, path, lambda: windows.places(self._file_chunks(path, cache)),
+                     FILE_CACHE)
 
     def _chunks(self, ids: list[int], cache: _TableCache) -> dict[int, Any]:
         """{id: stored chunk} of those ids that exist; chunks read once are kept with
@@ -1305,6 +1287,22 @@ class Retriever:
         # SQL query), and expand reads a file's chunks for every hit.
         cache = self._table()
         return windows.expand(hits, budget_chars, lambda path: self._file_chunks(path, cache))
+
+
+_MISSING = object()
+
+
+def _kept(store: dict, key: Any, make: Callable[[], Any], limit: int) -> Any:
+    """``store[key]``, made with ``make()`` and kept the first time: the retriever's bounded
+    caches of one index generation (the store is emptied when it holds ``limit`` entries).
+    One look-up, so another thread emptying the store meanwhile costs a recomputation, never
+    a KeyError."""
+    found = store.get(key, _MISSING)
+    if found is _MISSING:
+        if len(store) >= limit:
+            store.clear()
+        found = store[key] = make()
+    return found
 
 
 class _Label(NamedTuple):
