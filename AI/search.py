@@ -708,7 +708,7 @@ class Retriever:
         self.min_margin = float(min_margin if min_margin is not None
                                 else (configured if configured > 0 else _coverage.MIN_MARGIN))
         self._cache: _TableCache | None = None
-        self._bm25_lock = threading.Lock()
+        self._build_lock = threading.Lock()   # one thread builds each per-table lexical index
         if reranker is None and mode == "hybrid":
             from varaverk.rerank import make_reranker
             reranker = make_reranker(settings)
@@ -728,20 +728,23 @@ class Retriever:
         return cache
 
     def _labels(self, cache: _TableCache) -> LabelBm25 | None:
-        """The label field (heading trail, title, file name) of this table, built once."""
+        """The label field (heading trail, title, file name) of this table, built once (by
+        one thread: the first query after a re-index may come from several at once)."""
         if cache.labels is None and cache.file_of.size and len(cache.titles) == len(cache.ids):
-            paths = np.asarray(cache.table.paths).tolist()
-            sections = np.asarray(cache.table.sections).tolist()
-            cache.labels = LabelBm25([
-                f"{_file_stem(p)} {sec} {title}"
-                for p, sec, title in zip(paths, sections, cache.titles)])
+            with self._build_lock:
+                if cache.labels is None:
+                    paths = np.asarray(cache.table.paths).tolist()
+                    sections = np.asarray(cache.table.sections).tolist()
+                    cache.labels = LabelBm25([
+                        f"{_file_stem(p)} {sec} {title}"
+                        for p, sec, title in zip(paths, sections, cache.titles)])
         return cache.labels
 
     def _bm25(self, cache: _TableCache) -> Bm25 | None:
         """The in-process BM25 for this table's index generation (None if FTS5's tables
         cannot be read that way; then every lexical query goes to ``Index.fts_search``)."""
         if cache.bm25 is None:
-            with self._bm25_lock:
+            with self._build_lock:
                 if cache.bm25 is None:
                     try:
                         cache.bm25 = Bm25(self.index)
@@ -838,7 +841,7 @@ class Retriever:
         """Every token of this index generation's FTS5 index, read once (empty when FTS5
         cannot list it: then the coverage rule looks up no words)."""
         if cache.vocabulary is None:
-            with self._bm25_lock:
+            with self._build_lock:
                 if cache.vocabulary is None:
                     try:
                         cache.vocabulary = self.index.fts_vocabulary()
