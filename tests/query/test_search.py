@@ -170,3 +170,25 @@ def test_split_section_comes_back_whole_and_is_not_repeated(retriever):
     groups = retriever.expand(hits, 100_000)
     text, _ = format_context(groups, 100_000)
     assert text.count(siblings[-1].text.strip()[:80]) == 1
+
+
+def test_a_candidate_without_a_vector_row_gets_no_routing_boost(retriever):
+    # _leading reads each candidate's routing verdict from the table's routed rows; a
+    # candidate without a vector row (row -1) must read False, not the last row's verdict.
+    import numpy as np
+    from varaverk.search import _Fused, _Query
+
+    cache = retriever._table()
+    last = cache.ids.size - 1
+    section = cache.sections[last]
+    q = _Query(text="x", k=5, kind=None, section=None, cache=cache, mask=None, names=[],
+               unknown=())
+    q.boosted_section = section
+    absent = int(cache.ids[last]) + 1000
+    fused = _Fused(ids=np.array([cache.ids[last], absent], dtype=np.int64),
+                   rows=np.array([last, -1], dtype=np.int64),
+                   scores=np.zeros(2, dtype=np.float64))
+    lead = retriever._leading(q, fused, [])
+    routed = dict(zip(lead.ids.tolist(), lead.routed.tolist()))
+    assert routed == {int(cache.ids[last]): True, absent: False}
+    assert lead.ids.tolist()[0] == int(cache.ids[last])    # the boosted one leads
