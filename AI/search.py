@@ -406,8 +406,6 @@ def lexical_text(text: str) -> str:
 _LEXICAL_WORD = re.compile(r"\w+(?:-\w+)*")
 
 
-
-
 def prefer_headers(hits: list[Hit]) -> None:
     """Rank a script header's key before a template's copy of the same key (in place).
 
