@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from tests.benchmarks import load_average
 from varaverk.config import load_settings
 from varaverk.embedding import make_embedder
 from varaverk.search import Retriever
@@ -84,9 +84,8 @@ def main(argv: list[str] | None = None) -> int:
                      if line.strip()]
         chunks, times = time_questions(index_path, questions, args.rounds, settings, embedder)
         median, p90 = np.percentile(times, [50, 90])
-        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
         print(f"| {qa.stem} | {chunks} | {len(questions)} | {median:.2f} | {p90:.2f} |"
-              f" {load} |", flush=True)
+              f" {load_average()} |", flush=True)
     return 0
 
 

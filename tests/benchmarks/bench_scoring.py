@@ -27,7 +27,6 @@ The load average is printed with the figures: the host is shared, and load moves
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
 import sys
@@ -37,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.benchmarks import load_average
 from varaverk.chunking import Chunk
 from varaverk.config import Settings
 from varaverk.search import Retriever, dense_scores, filter_mask, top_k
@@ -169,9 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                 w, c, build_s = bench_hybrid(n, args.rounds, Path(tmp))
                 warm = f"{w:.2f}{verdict(w, n, query_targets)}"
                 cold = f"{c:.2f}{verdict(c, n, query_targets)} (index built in {build_s:.1f} s)"
-            load = " ".join(f"{x:.2f}" for x in os.getloadavg())
             print(f"| {n} | {dense:.3f}{verdict(dense, n, dense_targets)} | {warm} | {cold} |"
-                  f" {load} |", flush=True)
+                  f" {load_average()} |", flush=True)
     return 0
 
 
