@@ -540,7 +540,7 @@ class _Query:
     names: list[str]
     unknown: tuple[str, ...]
     lexical: str = ""                         # ``lexical_text`` of the question
-    terms: list[str] = field(default_factory=list)   # ``fts_terms`` of ``lexical``
+    terms: list[str] = field(default_factory=list)   # ``fts_terms`` of ``lexical``: its words
     pool: int = POOL
     scores: np.ndarray | None = None          # float32 (n,) cosine of every row, when dense ran
     best_dense: float | None = None
@@ -792,7 +792,9 @@ class Retriever:
                    cache=cache, mask=self._mask(cache, kind, section, wanted),
                    names=exact_names(query), unknown=tuple(self._unknown_names(query, cache)),
                    sources=wanted, lexical=lexical_text(query))
-        q.terms = fts_terms(q.lexical)
+        # fts_terms of lexical_text's words are those words (no edge punctuation, stop word,
+        # one-character word or repeat is left in them): a second pass would find nothing
+        q.terms = q.lexical.split()
         q.pool = max(POOL, k * 3)
         self._dense(q)
         if self.mode in ("hybrid", "lexical"):

@@ -142,6 +142,19 @@ def test_lexical_text_keeps_names_and_drops_question_words():
     assert lexical_text("the of a") == ""
 
 
+def test_lexical_text_words_are_their_own_fts_terms():
+    # search takes the words of lexical_text as its fts_terms without a second pass
+    from varaverk.store import fts_terms
+
+    questions = _routing_questions() + [
+        "_leading or trailing_ underscores, 'quotes', (brackets) and a-b-c", "x y z",
+        "Straße über ½ ²nd --flag -n \u0130stanbul ǅemal ...", "the of a", "", "a-",
+        "Why? Why! why... WHY", "auth.session_length config.yml k8s/helm C++ C#"]
+    for question in questions:
+        text = lexical_text(question)
+        assert fts_terms(text) == text.split(), question
+
+
 def test_normalise_title():
     assert normalise_title("`environment_vars`") == "environment_vars"
     assert normalise_title("MOVER_STOP_TIMEOUT") == "mover_stop_timeout"
