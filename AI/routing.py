@@ -118,12 +118,45 @@ _CUES: dict[str, list[tuple[str, float, tuple[str, ...]]]] = {
 }
 _ORDER = ("safeguard", "configuration", "runtime_mode", "design", "operational_model",
           "definitional", "procedure")
-# Per cue: (pattern, weight, one search for any of its triggers in the lower-cased question).
-_COMPILED = {
-    shape: [(re.compile(p, re.IGNORECASE), w, re.compile("|".join(map(re.escape, triggers))))
-            for p, w, triggers in cues]
-    for shape, cues in _CUES.items()
+_IN_ORDER = [(shape, cue) for shape in _ORDER for cue in _CUES[shape]]
+# Every cue as (shape, pattern, weight), shape by shape in _ORDER, each shape's in its order.
+_CUE_LIST = tuple((shape, re.compile(p, re.IGNORECASE), w) for shape, (p, w, _) in _IN_ORDER)
+
+
+def _trie(words: list[str]) -> str:
+    """A regular expression matching any of ``words`` (literal strings), factored by their
+    leading characters: a search tries a position's character once per level, not once per
+    word. Where one word starts another, the longer is tried first (greedy), so a match is
+    the longest word that starts where it starts."""
+    by_first: dict[str, list[str]] = {}
+    for w in words:
+        if w:
+            by_first.setdefault(w[0], []).append(w[1:])
+    if not by_first:
+        return ""
+    body = "|".join(re.escape(first) + _trie(rest) for first, rest in sorted(by_first.items()))
+    return f"(?:{body})" + ("?" if "" in words else "")
+
+
+_TRIGGERS = sorted({t for _, (_, _, triggers) in _IN_ORDER for t in triggers})
+# One search finds, at each position of the question, the longest trigger starting there (a
+# lookahead, so overlapping triggers are all found); every trigger that starts it occurs
+# there too: _CUES_STARTING names the cues (indices in _CUE_LIST) one of whose triggers does.
+_TRIGGER_SCAN = re.compile(f"(?=({_trie(_TRIGGERS)}))")
+_CUES_STARTING = {
+    longest: frozenset(i for i, (_, (_, _, triggers)) in enumerate(_IN_ORDER)
+                       if any(longest.startswith(t) for t in triggers))
+    for longest in _TRIGGERS
 }
+
+
+def _triggered(lowered: str) -> list[tuple[str, re.Pattern, float]]:
+    """The cues (``_CUE_LIST`` entries, in its order) one of whose triggers occurs in
+    ``lowered``, the lower-cased question."""
+    found: set[int] = set()
+    for longest in _TRIGGER_SCAN.findall(lowered):
+        found |= _CUES_STARTING[longest]
+    return [_CUE_LIST[i] for i in sorted(found)]
 
 
 @dataclass(frozen=True)
@@ -153,17 +186,12 @@ def route(question: str) -> Route:
     """
     # Triggers are ASCII and lower-case: for an ASCII question lower() folds case exactly as
     # IGNORECASE does; other questions are searched with every pattern.
-    lowered = question.lower() if question.isascii() else None
-    scores: dict[str, float] = {}
-    for shape in _ORDER:
-        total = 0.0
-        for pattern, weight, triggered in _COMPILED[shape]:
-            if lowered is not None and not triggered.search(lowered):
-                continue
-            if pattern.search(question):
-                total += weight
-        scores[shape] = total
-    best = max(_ORDER, key=lambda s: (scores[s], -_ORDER.index(s)))
+    scores = dict.fromkeys(_ORDER, 0.0)
+    for shape, pattern, weight in (_triggered(question.lower()) if question.isascii()
+                                   else _CUE_LIST):
+        if pattern.search(question):
+            scores[shape] += weight
+    best = max(_ORDER, key=scores.__getitem__)    # the first of equal totals: the earlier shape
     if scores[best] <= 0:
         return Route("other", None, scores)
     return Route(best, SHAPE_SECTIONS[best], scores)

@@ -216,6 +216,20 @@ def test_routing_tries_a_cue_whenever_its_pattern_could_match():
     assert checked > 200
 
 
+def test_routing_tries_exactly_the_cues_whose_triggers_occur():
+    # route's one scan for every trigger stands for a search per cue of its triggers
+    from varaverk.routing import _CUE_LIST, _CUES, _ORDER, _triggered
+
+    cues = [(shape, triggers) for shape in _ORDER for _, _, triggers in _CUES[shape]]
+    overlapping = ["how do i fix the defaults", "what happens when it fails", "--dry-run mode",
+                   "can i roll back settings", "x_y", "", "minimum of most", "why why not"]
+    for question in _routing_questions() + overlapping:
+        lowered = question.lower()
+        expected = [cue for cue, (_, triggers) in zip(_CUE_LIST, cues)
+                    if any(t in lowered for t in triggers)]
+        assert _triggered(lowered) == expected, question
+
+
 def test_routing_folds_non_ascii_case_as_the_patterns_do():
     # IGNORECASE matches the long s with "s"; lower() does not fold it, so a non-ASCII
     # question is searched with every pattern.
