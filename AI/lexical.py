@@ -38,6 +38,9 @@ K1 = 1.2
 B = 0.75
 # Posting values (8 bytes each) kept per index generation before the caches restart: 40 MB.
 MAX_CACHED_VALUES = 5_000_000
+# Tokens in the index up to which ``Bm25(preload=True)`` reads every posting list at once
+# (32 bytes kept per token and row holding it).
+MAX_PRELOADED_TOKENS = 1_000_000
 
 _TOKEN = re.compile(r"[a-z0-9_]+")
 # Position keys for phrase matching: row id | column (4 bits) | token offset (24 bits).
@@ -57,14 +60,18 @@ class Bm25:
     """FTS5's BM25 for one index generation, scored in-process.
 
     Args:
-        index: an open ``varaverk.store.Index`` (``fts_doc_lengths``, ``fts_postings``).
+        index: an open ``varaverk.store.Index`` (``fts_doc_lengths``, ``fts_postings``,
+            ``fts_all_postings``).
+        preload: read every token's posting list at construction, in one scan, when the index
+            holds at most ``MAX_PRELOADED_TOKENS`` tokens: for long-lived processes, whose
+            queries then read nothing for single-token words. Otherwise (and always for the
+            positions that phrases need) posting lists are read lazily, per token.
 
     Build once per index generation (the retriever keeps it beside the vector table and drops
-    it when the table changes); reads every row's length at construction, posting lists
-    lazily per token.
+    it when the table changes); reads every row's length at construction.
     """
 
-    def __init__(self, index) -> None:
+    def __init__(self, index, preload: bool = False) -> None:
         self.index = index
         ids, lengths = index.fts_doc_lengths()
         self.ids = np.asarray(ids, dtype=np.int64)             # sorted (id order)
@@ -78,6 +85,38 @@ class Bm25:
         self._positions: dict[str, tuple[np.ndarray, ...]] = {}
         self._phrases: dict[tuple[str, ...], tuple[np.ndarray, ...]] = {}
         self._cached = 0
+        # token -> its slice of ``self._flat`` (``_phrase``'s four arrays for every token)
+        self._preloaded: dict[str, tuple[int, int]] | None = None
+        self._flat: tuple[np.ndarray, ...] = ()
+        if preload and 0 < total <= MAX_PRELOADED_TOKENS:
+            self._preload()
+
+    def _preload(self) -> None:
+        """``_phrase`` of every single token at once, from one scan of the postings
+        (``Index.fts_all_postings``): per element the same float64 operations in the same
+        order as ``_phrase``, so scores are bit-identical."""
+        toks, sizes, docs = self.index.fts_all_postings()
+        if not docs.size:  # emptied since the lengths were read: stay lazy
+            return
+        # One key per (token, row) pair, so that a run of equal keys is one token's
+        # occurrences in one row, ascending by token, then row.
+        span = int(docs.max()) + 1
+        pairs, freq = _runs(np.repeat(np.arange(len(toks), dtype=np.int64) * span, sizes) + docs)
+        run_token, rows = np.divmod(pairs, span)
+        per_token = np.bincount(run_token, minlength=len(toks))
+        idf = np.array([_idf(float(self.rows), float(hits)) for hits in per_token.tolist()])
+        pos = np.searchsorted(self.ids, rows)
+        part = idf[run_token] * ((freq * (K1 + 1.0)) / (freq + self._norm[pos]))
+        for a in (rows, freq, pos, part):
+            a.flags.writeable = False
+        self._flat = (rows, freq, pos, part)
+        bounds = np.cumsum(per_token).tolist()
+        self._preloaded = dict(zip(toks, zip([0] + bounds[:-1], bounds)))
+
+    @property
+    def vocabulary(self) -> frozenset[str] | None:
+        """Every token the index holds (``Index.fts_vocabulary``), when preloaded; else None."""
+        return None if self._preloaded is None else frozenset(self._preloaded)
 
     def _posting(self, token: str, positions: bool = False) -> tuple[np.ndarray, ...]:
         """Row ids of every occurrence of ``token``; with ``positions`` also (column numbers,
@@ -111,6 +150,9 @@ class Bm25:
         term in it, ``IDF · f · (k1 + 1) / (f + k1 · (1 − b + b · |D| / avgdl))``: every
         part of it is fixed for the index generation, so it is computed once per phrase.
         The arrays are read-only (they are cached)."""
+        if len(toks) == 1 and self._preloaded is not None:
+            start, end = self._preloaded.get(toks[0], (0, 0))
+            return tuple(a[start:end] for a in self._flat)
         key = tuple(toks)
         hit = self._phrases.get(key)
         if hit is not None:
@@ -132,12 +174,8 @@ class Bm25:
             rows, freq = _runs(docs)
             pos = np.searchsorted(self.ids, rows)
             norm = self._norm[pos]
-            hits = float(rows.size)
-            idf = math.log((float(self.rows) - hits + 0.5) / (hits + 0.5))
-            if idf <= 0.0:
-                idf = 1e-6
             # Same operations, same order as sqlite's fts5Bm25Function.
-            part = idf * ((freq * (K1 + 1.0)) / (freq + norm))
+            part = _idf(float(self.rows), float(rows.size)) * ((freq * (K1 + 1.0)) / (freq + norm))
         else:
             rows = pos = np.zeros(0, dtype=np.int64)
             freq = part = np.zeros(0, dtype=np.float64)
@@ -203,6 +241,12 @@ def summed_by_row(rows: Sequence[np.ndarray], weights: Sequence[np.ndarray],
     total = np.bincount(np.concatenate(rows), weights=np.concatenate(weights), minlength=n)
     held = np.flatnonzero(total > 0)
     return held, total[held]
+
+
+def _idf(n: float, hits: float) -> float:
+    """FTS5's IDF of a phrase held by ``hits`` of ``n`` rows (as sqlite computes it)."""
+    idf = math.log((n - hits + 0.5) / (hits + 0.5))
+    return 1e-6 if idf <= 0.0 else idf
 
 
 def _runs(docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -663,6 +663,9 @@ class Retriever:
         routing: False disables section routing (for measuring it).
         reranker: a ``varaverk.rerank.Reranker`` for the leading candidates; None makes one
             from settings (``AI_RERANK_URL``; none when empty, the default); False: none.
+        preload: read all of each index generation's postings at its first query
+            (``lexical.Bm25``'s ``preload``), for processes that answer many questions (the
+            dock, the evaluation); a one-shot query reads only its own words' postings.
         min_score: relevance threshold on the best cosine similarity; None reads
             ``settings.ai_min_score`` (0 there means ``DEFAULT_MIN_SCORE``).
         min_margin: the coverage rule's threshold on the dense margin over the pool edge, less
@@ -677,7 +680,7 @@ class Retriever:
                  section_boost: float = SECTION_BOOST, label_weight: float = LABEL_WEIGHT,
                  file_weight: float = FILE_WEIGHT,
                  routing_kinds: tuple[str, ...] | None = ROUTING_KINDS,
-                 reranker: Any = None) -> None:
+                 reranker: Any = None, preload: bool = False) -> None:
         if index is None:
             from varaverk.store import Index
             index = Index.open(settings.index_path, readonly=True)
@@ -699,6 +702,7 @@ class Retriever:
         self.label_weight = label_weight
         self.file_weight = file_weight
         self.routing_kinds = routing_kinds
+        self.preload = preload
         configured = getattr(settings, "ai_min_score", 0.0) or 0.0
         self.min_score = float(min_score if min_score is not None
                                else (configured if configured > 0 else DEFAULT_MIN_SCORE))
@@ -745,7 +749,7 @@ class Retriever:
             with self._build_lock:
                 if cache.bm25 is None:
                     try:
-                        cache.bm25 = Bm25(self.index)
+                        cache.bm25 = Bm25(self.index, preload=self.preload)
                     except Exception as exc:  # e.g. an SQLite without fts5vocab
                         log.warning("in-process BM25 unavailable (%s); using FTS5 queries", exc)
                         cache.bm25 = False  # type: ignore[assignment]
@@ -839,12 +843,16 @@ class Retriever:
 
     def _vocabulary(self, cache: _TableCache) -> frozenset[str]:
         """Every token of this index generation's FTS5 index, read once (empty when FTS5
-        cannot list it: then the coverage rule looks up no words)."""
+        cannot list it: then the coverage rule looks up no words). A preloaded ``Bm25``
+        already holds it."""
         if cache.vocabulary is None:
+            bm25 = self._bm25(cache)
+            preloaded = bm25.vocabulary if bm25 is not None else None
             with self._build_lock:
                 if cache.vocabulary is None:
                     try:
-                        cache.vocabulary = self.index.fts_vocabulary()
+                        cache.vocabulary = (self.index.fts_vocabulary() if preloaded is None
+                                            else preloaded)
                     except Exception as exc:  # e.g. an SQLite without fts5vocab
                         log.warning("index vocabulary unavailable (%s); coverage uses the "
                                     "dense margin alone", exc)

@@ -719,14 +719,39 @@ class Index:
             cols += ["group_concat(CASE col WHEN 'context' THEN 0 ELSE 1 END)",
                      "group_concat(offset)"]
         with self._lock:
-            if not self._vocab_ready:
-                self._conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_instance "
-                                   "USING fts5vocab(main, chunks_fts, instance)")
-                self._vocab_ready = True
+            self._instance_table()
             row = self._conn.execute(f"SELECT {', '.join(cols)} FROM temp.chunks_fts_instance "
                                      "WHERE term = ?", (token,)).fetchone()
         return tuple(np.fromstring(v, dtype=np.int64, sep=",") if v else
                      np.zeros(0, dtype=np.int64) for v in row)
+
+    def fts_all_postings(self) -> tuple[list[str], "np.ndarray", "np.ndarray"]:
+        """Every indexed token's occurrences in one scan (``fts_postings`` for all tokens at once,
+        without positions): far cheaper than a read per token when most will be asked for.
+
+        Returns:
+            ``(tokens, sizes, chunk_ids)``: the tokens in the index's order, int64 (t,) how many
+            occurrences each has, and int64 (sum(sizes),) the chunk id of every occurrence,
+            token by token, each token's in chunk id order.
+        """
+        import numpy as np
+
+        with self._lock:
+            self._instance_table()
+            rows = self._conn.execute("SELECT term, count(*), group_concat(doc) FROM "
+                                      "temp.chunks_fts_instance GROUP BY term").fetchall()
+        sizes = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+        ids = (np.fromstring(",".join([r[2] for r in rows]), dtype=np.int64, sep=",") if rows
+               else np.zeros(0, dtype=np.int64))
+        return [r[0] for r in rows], sizes, ids
+
+    def _instance_table(self) -> None:
+        """Make the ``fts5vocab`` instance table over ``chunks_fts`` in the connection's temp
+        schema (so a read-only index works too); caller holds ``self._lock``."""
+        if not self._vocab_ready:
+            self._conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_instance "
+                               "USING fts5vocab(main, chunks_fts, instance)")
+            self._vocab_ready = True
 
     def status(self) -> dict[str, Any]:
         """What the index holds, for ``ai-index --status``.

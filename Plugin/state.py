@@ -51,7 +51,7 @@ class DockState:
                 if self.retriever is None:
                     from varaverk.search import Retriever
                     try:
-                        self.retriever = Retriever(self.settings)
+                        self.retriever = Retriever(self.settings, preload=True)
                     except Exception as exc:  # IndexMissing, IndexMismatch, embedder errors
                         log.warning("retriever unavailable: %s", exc)
                         return None

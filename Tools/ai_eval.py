@@ -145,9 +145,11 @@ def build_setups(settings, index, embedder, setups: list[str]) -> dict:
                                          settings.ai_data_dir / "cache",
                                          all_sources(settings)[1:])
         elif name in ("dense", "lexical"):
-            built[name] = retriever_setup(name, Retriever(settings, index, embedder, mode=name))
+            built[name] = retriever_setup(name, Retriever(settings, index, embedder, mode=name,
+                                                          preload=True))
         elif name == "ours":
-            built[name] = retriever_setup(name, Retriever(settings, index, embedder))
+            built[name] = retriever_setup(name, Retriever(settings, index, embedder,
+                                                          preload=True))
         else:
             raise ValueError(f"unknown setup {name!r}; choose from {', '.join(SETUPS)}")
     return built

@@ -60,9 +60,10 @@ def test_doc_lengths_decode_multibyte_varints(idx):
     assert lengths[3] == 400 + 5
 
 
+@pytest.mark.parametrize("preload", [False, True])
 @pytest.mark.parametrize("query", QUERIES)
-def test_scores_equal_fts5_bm25(idx, query):
-    bm25 = Bm25(idx)
+def test_scores_equal_fts5_bm25(idx, query, preload):
+    bm25 = Bm25(idx, preload=preload)
     expected = idx.fts_search(query, 100)
     rows, scores = bm25.score(fts_terms(query))
     order = np.lexsort((rows, -scores))
@@ -109,6 +110,42 @@ def test_scores_stay_equal_when_the_cache_restarts(idx, monkeypatch):
         rows, scores = bm25.score(fts_terms(query))
         order = np.lexsort((rows, -scores))
         assert [(int(rows[i]), float(scores[i])) for i in order] == idx.fts_search(query, 100)
+
+
+def test_preloaded_postings_are_read_once_and_phrases_still_find_their_positions(
+        idx, monkeypatch):
+    bm25 = Bm25(idx, preload=True)
+    assert bm25.vocabulary == idx.fts_vocabulary()
+    reads = []
+    real = idx.fts_postings
+    monkeypatch.setattr(idx, "fts_postings", lambda token, positions=False: (
+        reads.append((token, positions)) or real(token, positions)))
+    for query in QUERIES:
+        rows, scores = bm25.score(fts_terms(query))
+        order = np.lexsort((rows, -scores))
+        assert [(int(rows[i]), float(scores[i])) for i in order] == idx.fts_search(query, 100)
+    # only phrases ("--force-delete", "auth.session_length", "nothing-here-at-all": its
+    # first token is in no row, so no other is read) read postings, for their positions
+    assert sorted(reads) == [("auth", True), ("delete", True), ("force", True),
+                             ("nothing", True), ("session_length", True)]
+
+
+def test_an_index_over_the_token_budget_is_read_word_by_word(idx, monkeypatch):
+    import varaverk.lexical as lexical
+    monkeypatch.setattr(lexical, "MAX_PRELOADED_TOKENS", 10)
+    bm25 = Bm25(idx, preload=True)
+    assert bm25.vocabulary is None
+    assert bm25.contains("rsync") is True and not bm25.contains("Kubernetes")
+
+
+def test_all_postings_at_once_equal_the_postings_token_by_token(idx):
+    toks, sizes, ids = idx.fts_all_postings()
+    assert len(toks) == len(sizes) == len(idx.fts_vocabulary()) and ids.dtype == np.int64
+    starts = np.concatenate(([0], np.cumsum(sizes)))
+    for token, lo, hi in zip(toks, starts[:-1], starts[1:]):
+        assert ids[lo:hi].tolist() == idx.fts_postings(token)[0].tolist()
+    # "a session", "the session", "Session session session"; "Sessions" is another token
+    assert int(sizes[toks.index("session")]) == 5 and "sessions" in toks
 
 
 @pytest.mark.parametrize("docs", [[7], [3, 3, 5, 9, 9, 9], [9, 3, 9, 5, 3, 9]])

@@ -192,3 +192,22 @@ def test_a_candidate_without_a_vector_row_gets_no_routing_boost(retriever):
     routed = dict(zip(lead.ids.tolist(), lead.routed.tolist()))
     assert routed == {int(cache.ids[last]): True, absent: False}
     assert lead.ids.tolist()[0] == int(cache.ids[last])    # the boosted one leads
+
+
+def test_a_preloading_retriever_ranks_exactly_as_one_reading_word_by_word(
+        retriever, hl_settings):
+    import json
+    from pathlib import Path
+
+    qa = Path(__file__).resolve().parents[1] / "fixtures" / "harborlab-qa-dev.jsonl"
+    questions = [json.loads(line)["question"] for line in qa.read_text().splitlines() if line]
+    preloading = Retriever(hl_settings, embedder=retriever.embedder, preload=True)
+    for question in questions:
+        got = preloading.search(question, 5)
+        want = retriever.search(question, 5)
+        assert [(h.chunk.id, h.score, h.coverage, h.unknown) for h in got] == \
+            [(h.chunk.id, h.score, h.coverage, h.unknown) for h in want]
+    bm25 = preloading._bm25(preloading._table())
+    assert bm25.vocabulary == preloading._vocabulary(preloading._table())
+    assert bm25.vocabulary == retriever.index.fts_vocabulary()
+
