@@ -150,12 +150,16 @@ class Bm25:
         term in it, ``IDF · f · (k1 + 1) / (f + k1 · (1 − b + b · |D| / avgdl))``: every
         part of it is fixed for the index generation, so it is computed once per phrase.
         The arrays are read-only (they are cached)."""
-        if len(toks) == 1 and self._preloaded is not None:
-            start, end = self._preloaded.get(toks[0], (0, 0))
-            return tuple(a[start:end] for a in self._flat)
         key = tuple(toks)
         hit = self._phrases.get(key)
         if hit is not None:
+            return hit
+        if len(toks) == 1 and self._preloaded is not None:
+            start, end = self._preloaded.get(toks[0], (0, 0))
+            rows, freq, pos, part = self._flat
+            hit = self._phrases[key] = (rows[start:end], freq[start:end], pos[start:end],
+                                        part[start:end])
+            self._reserve(4)  # views: only the cache entry itself is counted
             return hit
         if len(toks) == 1:
             docs = self._posting(toks[0])[0]
