@@ -394,7 +394,7 @@ def lexical_text(text: str) -> str:
     """
     words: list[str] = []
     seen: set[str] = set()      # the kept words, lower-cased
-    for w in _LEXICAL_WORD.findall(text):
+    for w in _LEXICAL_WORD.findall(_CONTRACTION.sub(_without_stop_contraction, text)):
         lowered = w.lower()
         if len(w) < 2 or lowered in STOPWORDS or lowered in seen:
             continue
@@ -404,6 +404,15 @@ def lexical_text(text: str) -> str:
 
 
 _LEXICAL_WORD = re.compile(r"\w+(?:-\w+)*")
+# A word with an apostrophe inside: "doesn't" is one stop word, whereas its pieces would leave
+# "doesn" to be matched as a word of the question.
+_CONTRACTION = re.compile(r"\w+['\u2019]\w+")
+
+
+def _without_stop_contraction(m: re.Match) -> str:
+    """A contraction that is a stop word ("doesn't", "won’t") as a space; any other word
+    with an apostrophe ("mirror's", "O'Reilly") as it was."""
+    return " " if m.group(0).lower().replace("\u2019", "'") in STOPWORDS else m.group(0)
 
 
 def prefer_headers(hits: list[Hit]) -> None:

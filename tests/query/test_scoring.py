@@ -142,6 +142,14 @@ def test_lexical_text_keeps_names_and_drops_question_words():
     assert lexical_text("the of a") == ""
 
 
+def test_lexical_text_drops_contractions_that_are_stop_words_whole():
+    # their pieces ("won", "doesn", "aren") would be matched, and missed, as question words
+    assert lexical_text("Why won't the UPS handler shut down?") == "UPS handler shut"
+    assert lexical_text("What if it doesn’t come back, and aren't they?") == "come back"
+    # any other word with an apostrophe splits as before
+    assert lexical_text("the mirror's limit per O'Reilly") == "mirror limit per Reilly"
+
+
 def test_lexical_text_words_are_their_own_fts_terms():
     # search takes the words of lexical_text as its fts_terms without a second pass
     from varaverk.store import fts_terms
