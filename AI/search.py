@@ -405,8 +405,11 @@ def lexical_text(text: str) -> str:
 
 _LEXICAL_WORD = re.compile(r"\w+(?:-\w+)*")
 # A word with an apostrophe inside: "doesn't" is one stop word, whereas its pieces would leave
-# "doesn" to be matched as a word of the question.
-_CONTRACTION = re.compile(r"\w+['\u2019]\w+")
+# "doesn" to be matched as a word of the question. The search tries only where a word starts
+# and takes its run of word characters whole (possessively: a shorter run ends before a word
+# character, never before the apostrophe), so it finds the matches of \w+['’]\w+ without
+# going over each word again from every one of its letters.
+_CONTRACTION = re.compile(r"\b\w++['\u2019]\w+")
 
 
 def _without_stop_contraction(m: re.Match) -> str:

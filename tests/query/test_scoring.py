@@ -150,6 +150,21 @@ def test_lexical_text_drops_contractions_that_are_stop_words_whole():
     assert lexical_text("the mirror's limit per O'Reilly") == "mirror limit per Reilly"
 
 
+def test_contractions_are_found_where_a_plain_search_finds_them():
+    # lexical_text's pattern is tried from word starts only and takes letters possessively
+    import re
+
+    from varaverk.search import _CONTRACTION
+
+    plain = re.compile(r"\w+['\u2019]\w+")
+    questions = _routing_questions() + [
+        "doesn't won't", "ab'cd'ef", "O'Reilly's mirror's", "’tis", "rock'n'roll", "a''b",
+        "_a'_b", "é'ü naïve'word", "can't-stop", "foo' bar 'baz", "it's'", "1'2'3'4"]
+    for question in questions:
+        assert ([m.span() for m in _CONTRACTION.finditer(question)]
+                == [m.span() for m in plain.finditer(question)]), question
+
+
 def test_lexical_text_words_are_their_own_fts_terms():
     # search takes the words of lexical_text as its fts_terms without a second pass
     from varaverk.store import fts_terms
