@@ -675,9 +675,10 @@ class Retriever:
         routing: False disables section routing (for measuring it).
         reranker: a ``varaverk.rerank.Reranker`` for the leading candidates; None makes one
             from settings (``AI_RERANK_URL``; none when empty, the default); False: none.
-        preload: read all of each index generation's postings at its first query
-            (``lexical.Bm25``'s ``preload``), for processes that answer many questions (the
-            dock, the evaluation); a one-shot query reads only its own words' postings.
+        preload: read all of each index generation's postings (``lexical.Bm25``'s
+            ``preload``) and, when they fit the retriever's caches, all its chunks at its
+            first query, for processes that answer many questions (the dock, the
+            evaluation); a one-shot query reads only what its own words and results need.
         min_score: relevance threshold on the best cosine similarity; None reads
             ``settings.ai_min_score`` (0 there means ``DEFAULT_MIN_SCORE``).
         min_margin: the coverage rule's threshold on the dense margin over the pool edge, less
@@ -738,8 +739,28 @@ class Retriever:
         table = self.index.vector_table()
         cache = self._cache
         if cache is None or cache.table is not table:
-            cache = self._cache = _table_cache(table)
+            cache = _table_cache(table)
+            if self.preload:
+                self._preload_chunks(cache)
+            self._cache = cache
         return cache
+
+    def _preload_chunks(self, cache: _TableCache) -> None:
+        """Read every chunk of the index into ``cache`` at once, with each file's
+        ``windows.places``, when all of them fit the retriever's caches (``CHUNK_CACHE``
+        chunks, ``FILE_CACHE`` files): a preloading retriever then reads no chunk row per
+        query."""
+        if not 0 < cache.ids.size <= CHUNK_CACHE:
+            return
+        chunks = self.index.all_chunks()
+        files: dict[str, list] = {}
+        for c in chunks:
+            files.setdefault(c.path, []).append(c)
+        if len(chunks) > CHUNK_CACHE or len(files) > FILE_CACHE:
+            return
+        cache.files.update(files)
+        cache.chunks.update((c.id, c) for c in chunks)
+        cache.places.update((path, windows.places(of_file)) for path, of_file in files.items())
 
     def _labels(self, cache: _TableCache) -> LabelBm25 | None:
         """The label field (heading trail, title, file name) of this table, built once (by

@@ -645,6 +645,15 @@ class Index:
                 (path,)).fetchall()
         return [_stored(r) for r in rows]
 
+    def all_chunks(self) -> list[StoredChunk]:
+        """Every stored chunk, file by file (path order), each file's in document order (as
+        ``chunks_for_path`` gives them)."""
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks ORDER BY path, start_line, part, id"
+            ).fetchall()
+        return [_stored(r) for r in rows]
+
     def stored_vectors(self, path: str) -> dict[str, bytes]:
         """``{embed_text: vector BLOB}`` of one file's stored chunks (``context\ntext``, as
         ``Chunk.embed_text`` builds it), for reusing vectors of chunks that did not change."""

@@ -105,16 +105,18 @@ def test_ask_streams_sources_then_content_then_done_and_saves(client, settings):
     assert (rows[0].host, rows[0].profile, rows[0].source) == ("hostA", "varaverk", "webgui")
 
 
-def test_after_the_first_question_a_worker_reads_no_postings_for_new_words(app, client,
-                                                                           monkeypatch):
+def test_after_the_first_question_a_worker_reads_no_postings_or_chunks_for_new_words(
+        app, client, monkeypatch):
     ask(client)
     index = app.extensions["varaverk_dock"].retriever.index
     reads = []
-    real = index.fts_postings
-    monkeypatch.setattr(index, "fts_postings", lambda token, positions=False: (
-        reads.append(token) or real(token, positions)))
+    for name in ("fts_postings", "get_chunks", "chunks_for_path"):
+        real = getattr(index, name)
+        monkeypatch.setattr(index, name, lambda *args, real=real, name=name: (
+            reads.append((name, args)) or real(*args)))
     resp, events = ask(client, "which snapshot retention does restic keep for photos?")
     assert resp.status_code == 200 and types(events)[-2:] == ["done", "saved"]
+    assert next(e for e in events if e["type"] == "sources")["data"]["sources"]
     assert reads == []
 
 

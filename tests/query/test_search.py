@@ -205,9 +205,25 @@ def test_a_preloading_retriever_ranks_exactly_as_one_reading_word_by_word(
     for question in questions:
         got = preloading.search(question, 5)
         want = retriever.search(question, 5)
-        assert [(h.chunk.id, h.score, h.coverage, h.unknown) for h in got] == \
-            [(h.chunk.id, h.score, h.coverage, h.unknown) for h in want]
+        assert [(h.chunk.id, h.chunk.text, h.score, h.coverage, h.unknown) for h in got] == \
+            [(h.chunk.id, h.chunk.text, h.score, h.coverage, h.unknown) for h in want]
+        assert preloading.expand(got, 4000) == retriever.expand(want, 4000)
     bm25 = preloading._bm25(preloading._table())
     assert bm25.vocabulary == preloading._vocabulary(preloading._table())
     assert bm25.vocabulary == retriever.index.fts_vocabulary()
+
+
+def test_a_preloading_retriever_holds_every_chunk_only_when_all_fit_its_caches(
+        retriever, hl_settings, monkeypatch):
+    import varaverk.search as search
+
+    cache = Retriever(hl_settings, embedder=retriever.embedder, preload=True)._table()
+    stored = retriever.index.all_chunks()
+    assert sorted(cache.chunks) == sorted(c.id for c in stored)
+    path = stored[0].path
+    assert cache.files[path] == retriever.index.chunks_for_path(path)
+    assert set(cache.places) == set(cache.files) == {c.path for c in stored}
+    monkeypatch.setattr(search, "FILE_CACHE", len(cache.files) - 1)
+    smaller = Retriever(hl_settings, embedder=retriever.embedder, preload=True)._table()
+    assert not smaller.chunks and not smaller.files and not smaller.places
 
