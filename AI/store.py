@@ -741,7 +741,9 @@ class Index:
         Returns:
             ``(tokens, sizes, chunk_ids)``: the tokens in the index's order, int64 (t,) how many
             occurrences each has, and int64 (sum(sizes),) the chunk id of every occurrence,
-            token by token, each token's in chunk id order.
+            token by token (within a token in the order the scan yields them, chunk id order
+            in practice: SQLite does not promise it inside a group, so callers must not
+            rely on it; ``Bm25`` sorts where it is not).
         """
         import numpy as np
 
