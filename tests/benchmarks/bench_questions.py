@@ -30,8 +30,8 @@ import numpy as np
 from tests.benchmarks import load_average
 from varaverk.config import load_settings
 from varaverk.embedding import make_embedder
-from varaverk.search import Retriever
-from varaverk.store import Index
+from varaverk.retrieval.search import Retriever
+from varaverk.index.store import Index
 
 
 class PrecomputedEmbedder:

@@ -25,8 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 from tests.support.environ import environ_without_ai
 from tests.support.repos import make_harborlab
-from varaverk import indexer, sources
-from varaverk.chunking import chunk_document
+from varaverk.index import indexer
+from varaverk.documents import tracked
+from varaverk.documents.chunking import chunk_document
 from varaverk.config import Settings
 from varaverk.embedding import make_embedder
 
@@ -91,7 +92,7 @@ def main() -> int:
         env.update(AI_ENABLED="true", AI_REPO_ROOT=str(repo), AI_DATA_DIR=str(tmp / "data"),
                    AI_LOG_DIR=str(tmp / "log"), AI_EMBED_BACKEND="local")
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, str(ROOT / "AI" / "ai_index.py"), "--force", "-q"],
+        subprocess.run([sys.executable, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "--force", "-q"],
                        env=env, check=True)
         print(f"ai-index --force subprocess: {time.perf_counter() - t0:.2f} s wall")
     return 0

@@ -40,7 +40,7 @@ for p in out.split(b"\\0"):
             pass
 """
 HEAVY = ("numpy", "onnxruntime", "httpx", "tokenizers", "markdown_it", "tqdm", "filelock",
-         "wcmatch", "varaverk.embedding", "varaverk.chunking")
+         "wcmatch", "varaverk.embedding", "varaverk.documents.chunking")
 
 
 def _time(cmd: list[str], env: dict, cwd: Path, runs: int) -> list[tuple[float, float]]:
@@ -83,7 +83,7 @@ def main() -> int:
             env.update(AI_EMBED_BACKEND="ollama", AI_EMBED_MODEL="all-minilm",
                        AI_OLLAMA_HOSTS=server.base_url)
         t0 = time.perf_counter()
-        subprocess.run([py, str(ROOT / "AI" / "ai_index.py"), "-q"], env=env, cwd=repo, check=True)
+        subprocess.run([py, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"], env=env, cwd=repo, check=True)
         print(f"built the index in {time.perf_counter() - t0:.1f} s "
               f"({'offline embedder' if args.local else 'fake Ollama server'})")
         env3 = None
@@ -91,12 +91,12 @@ def main() -> int:
             from tests.notes.corpus import make_notes_sources, sources_value
             env3 = dict(env, AI_DATA_DIR=str(tmp / "data3"),
                         AI_SOURCES=" ".join(sources_value(make_notes_sources(tmp / "notes"))))
-            subprocess.run([py, str(ROOT / "AI" / "ai_index.py"), "-q"], env=env3, cwd=repo,
+            subprocess.run([py, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"], env=env3, cwd=repo,
                            check=True)
         if server is not None:
             server.stop()  # a no-op run must not need it
 
-        probe = ("import sys\nfrom varaverk.ai_index import main\nrc = main(['-q'])\n"
+        probe = ("import sys\nfrom varaverk_tools.ai_index import main\nrc = main(['-q'])\n"
                  f"print(sorted(m for m in sys.modules if m in {HEAVY!r} or "
                  "m.split('.')[0] in {'numpy', 'onnxruntime', 'httpx', 'tokenizers'}))")
         heavy = subprocess.run([py, "-c", probe], env=env, cwd=repo, capture_output=True,
@@ -105,12 +105,12 @@ def main() -> int:
 
         cmds = {
             "floor (python -c + git ls-files -z + lstat)": ([py, "-c", FLOOR], env),
-            "python AI/ai_index.py (no-op)": ([py, str(ROOT / "AI" / "ai_index.py"), "-q"], env),
+            "python Tools/varaverk_tools/ai_index.py (no-op)": ([py, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"], env),
             "ai-index console script (no-op)": ([str(Path(py).parent / "ai-index"), "-q"], env),
         }
         if env3 is not None:
-            cmds["python AI/ai_index.py (no-op, 3 more sources)"] = (
-                [py, str(ROOT / "AI" / "ai_index.py"), "-q"], env3)
+            cmds["python Tools/varaverk_tools/ai_index.py (no-op, 3 more sources)"] = (
+                [py, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"], env3)
         for cmd, cmd_env in cmds.values():  # warm the page cache and .pyc files
             _time(cmd, cmd_env, repo, 2)
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
@@ -127,7 +127,7 @@ def main() -> int:
             cpu = statistics.median(c for _, c in runs)
             print(f"{name:<46} {wall * 1000:>8.1f} {min(w for w, _ in runs) * 1000:>6.1f} "
                   f"{wall / floor_wall:>6.2f} {cpu * 1000:>7.1f} {cpu / floor_cpu:>6.2f}")
-        imports = subprocess.run([py, "-X", "importtime", str(ROOT / "AI" / "ai_index.py"), "-q"],
+        imports = subprocess.run([py, "-X", "importtime", str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"],
                                  env=env, cwd=repo, capture_output=True, text=True).stderr
         rows = []
         for line in imports.splitlines():

@@ -7,14 +7,14 @@ Run on demand (not part of the unit suite)::
 Two figures per size, each the median of ``--rounds`` queries after a warm-up:
 
 1. **dense scoring**: the matrix-vector product over a contiguous float32 (n, 384) matrix,
-   the kind/section masks and ``np.argpartition`` top-k (``varaverk.search`` functions).
+   the kind/section masks and ``np.argpartition`` top-k (``varaverk.retrieval.search`` functions).
    Targets (issue 2's scoring time): ≤ 0.5 ms at 3k, ≤ 20 ms at 100k.
 2. **hybrid search**: ``Retriever.search`` (k = 5) end to end on a real SQLite index of n
    synthetic chunks (random unit vectors, 60-word texts from a 3,000-word vocabulary, FTS5
    on) with the embedder replaced by a precomputed query vector, so the figure is query
    latency excluding the embedder: query analysis (names, routing, unknown names), dense,
    BM25, fusion, boosts and reading the returned chunks.
-   BM25 is scored in-process from FTS5's postings (``varaverk.lexical``). The retriever is
+   BM25 is scored in-process from FTS5's postings (``varaverk.retrieval.lexical``). The retriever is
    made as the dock and the evaluation make theirs (``preload=True``): at the first query an
    index of up to ``lexical.MAX_PRELOADED_TOKENS`` tokens has all its postings read, and one
    whose chunks fit ``search.CHUNK_CACHE`` and ``FILE_CACHE`` all its chunks; a larger one
@@ -43,10 +43,10 @@ from pathlib import Path
 import numpy as np
 
 from tests.benchmarks import load_average
-from varaverk.chunking import Chunk
+from varaverk.documents.chunking import Chunk
 from varaverk.config import Settings
-from varaverk.search import Retriever, dense_scores, filter_mask, top_k
-from varaverk.store import FileRow, Index, IndexChanges, usable_rows
+from varaverk.retrieval.search import Retriever, dense_scores, filter_mask, top_k
+from varaverk.index.store import FileRow, Index, IndexChanges, usable_rows
 
 DIM = 384
 KINDS = ("header", "readme", "manual", "template", "doc")

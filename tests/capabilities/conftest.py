@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from varaverk.config import Settings
-from varaverk.profiles import get_profile
+from varaverk.answering.profiles import get_profile
 
 # Every value below must never appear in a prompt block, a response or a log line.
 CANARIES = (

@@ -9,13 +9,13 @@ import logging
 import pytest
 
 from tests.capabilities.conftest import CANARIES, assert_no_canary, turn
-from varaverk.capabilities import (CapabilityDenied, ConfKeyNotAllowed, conf_lookup,
-                                        draft_bug_report, gather_context, list_logs,
-                                        live_health, read_log, recent_incidents, run_evidence,
-                                        save_bug_report, scrub)
-from varaverk.capabilities.bug_filing import BugReportInvalid
-from varaverk.capabilities.redaction import known_secrets, value_looks_secret
-from varaverk.profiles import PROFILES, get_profile
+from varaverk.answering.capabilities import (CapabilityDenied, ConfKeyNotAllowed, conf_lookup,
+                                             draft_bug_report, gather_context, list_logs,
+                                             live_health, read_log, recent_incidents, run_evidence,
+                                             save_bug_report, scrub)
+from varaverk.answering.capabilities.bug_filing import BugReportInvalid
+from varaverk.answering.capabilities.redaction import known_secrets, value_looks_secret
+from varaverk.answering.profiles import PROFILES, get_profile
 
 from tests.capabilities.test_scoped_log import FAILING_JOB
 
@@ -131,7 +131,7 @@ def test_chat_gathers_nothing_even_when_asked_for_logs_and_config(chat, settings
         ai_incidents_log=log_dir / "rsync_mirror.log", ai_run_jobs=("rsync_mirror",)))
     assert (ctx.blocks, ctx.used, ctx.queries) == ([], [], [])
     assert not ctx
-    assert [r for r in capture.records if r.name.startswith("varaverk.capabilities")] == []
+    assert [r for r in capture.records if r.name.startswith("varaverk.answering.capabilities")] == []
 
 
 def test_only_troubleshoot_holds_the_reading_capabilities():

@@ -21,7 +21,7 @@ def _settings(server, tmp_path) -> Settings:
 
 
 def test_code_profile_answer_comes_with_its_findings(model_server, tmp_path):
-    from varaverk.answer import TurnRequest, run_turn
+    from varaverk.answering.answer import TurnRequest, run_turn
 
     model_server.script(content=ANSWER)
     events = list(run_turn(TurnRequest(profile="code", question="script to clean the build dir"),
@@ -37,7 +37,7 @@ def test_code_profile_answer_comes_with_its_findings(model_server, tmp_path):
 
 
 def test_chat_answers_are_not_scanned_and_reach_no_capability(model_server, tmp_path):
-    from varaverk.answer import TurnRequest, run_turn
+    from varaverk.answering.answer import TurnRequest, run_turn
 
     model_server.script(content=ANSWER)
     events = list(run_turn(TurnRequest(profile="chat", question="read /var/log/syslog for me",

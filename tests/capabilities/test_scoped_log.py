@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from varaverk.capabilities import (LogAccessDenied, LogNotFound, issue_queries, list_logs,
-                                        read_log)
-from varaverk.capabilities.scoped_log import MAX_BYTES, decode_line, resolve_log
+from varaverk.answering.capabilities import (LogAccessDenied, LogNotFound, issue_queries, list_logs,
+                                             read_log)
+from varaverk.answering.capabilities.scoped_log import MAX_BYTES, decode_line, resolve_log
 
 FAILING_JOB = (
     "2026-11-29 02:00:01 rsync_mirror: starting run 4711 (mode mirror)\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from varaverk.shell_scan import Finding, extract_shell_blocks, scan
+from varaverk.answering.shell_scan import Finding, extract_shell_blocks, scan
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -336,7 +336,7 @@ def test_finding_to_dict_is_json_ready():
 # ── the console script ──
 
 def run_cli(*args, stdin: str | None = None):
-    return subprocess.run([sys.executable, str(ROOT / "Tools" / "ai_scan_shell.py"), *args],
+    return subprocess.run([sys.executable, str(ROOT / "Tools" / "varaverk_tools" / "ai_scan_shell.py"), *args],
                           input=stdin, capture_output=True, text=True, timeout=60)
 
 

@@ -24,7 +24,7 @@ RATIO_SECTION = "Backup/rsync_mirror.sh › OPERATIONAL SAFEGUARDS › Delete Ra
 @pytest.fixture(scope="module")
 def indexed(harborlab_pristine, tmp_path_factory):
     """harborlab indexed once through the fake Ollama embeddings, and that server."""
-    from varaverk.indexer import refresh
+    from varaverk.index.indexer import refresh
 
     server = ModelServer().start()
     data = tmp_path_factory.mktemp("ts-index")
@@ -48,8 +48,8 @@ def _settings(repo, data, server, log_dir, **changes) -> Settings:
 def test_troubleshoot_answer_cites_log_lines_and_docs_and_leaks_nothing(indexed, tmp_path,
                                                                          caplog, monkeypatch):
     from varaverk.ledger import read_rows
-    from varaverk.search import Retriever
-    from varaverk.answer import TurnRequest, run_turn
+    from varaverk.retrieval.search import Retriever
+    from varaverk.answering.answer import TurnRequest, run_turn
 
     monkeypatch.delenv("AI_CONFIG", raising=False)
     repo, index_file, server = indexed

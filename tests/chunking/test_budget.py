@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from varaverk.chunking import SEP, Chunk, chunk_document, split_chunk
+from varaverk.documents.chunking import SEP, Chunk, chunk_document, split_chunk
 from tests.chunking.support import squeeze
 
 HEADER = ("#!/bin/sh\n# PURPOSE\n#   Intro line.\n# OPERATIONAL SAFEGUARDS\n#   Long Guard\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from varaverk.chunking import chunk_document, heading_path
+from varaverk.documents.chunking import chunk_document, heading_path
 from tests.chunking.support import squeeze
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from varaverk.chunking import KINDS, chunk_document
+from varaverk.documents.chunking import KINDS, chunk_document
 from tests.support.repos import HARBORLAB_QUESTIONS, shared_corpus
 
 

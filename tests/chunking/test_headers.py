@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from varaverk.chunking import SEP, chunk_document
-from varaverk.script_headers import COMMENT_TITLE, SUMMARY_TITLE
+from varaverk.documents.chunking import SEP, chunk_document
+from varaverk.documents.script_headers import COMMENT_TITLE, SUMMARY_TITLE
 from tests.chunking.support import by_title, read_fixture
 
 BIG = 10_000  # a budget no header here reaches, so no test depends on splitting

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from varaverk.chunking import SEP, chunk_document, heading_path
+from varaverk.documents.chunking import SEP, chunk_document, heading_path
 from tests.chunking.support import read_fixture
 
 BIG = 100_000

@@ -6,9 +6,9 @@ import datetime as dt
 
 import pytest
 
-from varaverk.chat_exports import parse_json_export, parse_whatsapp
-from varaverk.chunking import chunk_document
-from varaverk.org_notes import aliases, org_ids, parse_org
+from varaverk.documents.chat_exports import parse_json_export, parse_whatsapp
+from varaverk.documents.chunking import chunk_document
+from varaverk.documents.org_notes import aliases, org_ids, parse_org
 
 ORG_CASES = [
     # (org text, [(level, title, tags)] of the headlines found)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from varaverk.chunking import chunk_document
+from varaverk.documents.chunking import chunk_document
 
 PAGE = """\
 =================================

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from varaverk.chunking import chunk_document
-from varaverk.script_docs import USAGE_TITLE
-from varaverk.script_headers import COMMENT_TITLE
+from varaverk.documents.chunking import chunk_document
+from varaverk.documents.script_docs import USAGE_TITLE
+from varaverk.documents.script_headers import COMMENT_TITLE
 
 BIG = 10_000
 

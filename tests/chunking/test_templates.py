@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from varaverk.chunking import SEP, chunk_document
+from varaverk.documents.chunking import SEP, chunk_document
 from tests.chunking.support import by_title, read_fixture
 
 BIG = 100_000

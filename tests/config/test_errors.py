@@ -22,10 +22,10 @@ from varaverk.errors import VaraverkError, exit_code_for_kind
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY_POINTS = {  # command -> file with its __main__
-    "ai-index": "AI/ai_index.py", "ai-query": "AI/ai_query.py", "ai-dock": "Plugin/ai_dock.py",
-    "ai-token-sync": "Tools/ai_token_sync.py", "git-pull-execute": "Tools/git_pull_execute.py",
-    "ai-scan-shell": "Tools/ai_scan_shell.py", "ai-eval": "Tools/ai_eval.py",
-    "ai-chat-worker": "Tools/ai_chat_worker.py",
+    "ai-index": "Tools/varaverk_tools/ai_index.py", "ai-query": "Tools/varaverk_tools/ai_query.py", "ai-dock": "Plugin/varaverk_dock/ai_dock.py",
+    "ai-token-sync": "Tools/varaverk_tools/ai_token_sync.py", "git-pull-execute": "Tools/varaverk_tools/git_pull_execute.py",
+    "ai-scan-shell": "Tools/varaverk_tools/ai_scan_shell.py", "ai-eval": "Tools/varaverk_tools/ai_eval.py",
+    "ai-chat-worker": "Tools/varaverk_tools/ai_chat_worker.py",
 }
 
 
@@ -78,11 +78,11 @@ def test_entry_points_run_inside_the_one_wrapper():
 def test_library_errors_share_one_base_with_their_codes_and_kinds():
     from varaverk.config import ConfigError
     from varaverk.embedding import EmbeddingError, EmbeddingUnavailable
-    from varaverk.generation import GenerationError, GenerationUnavailable
+    from varaverk.answering.generation import GenerationError, GenerationUnavailable
     from varaverk.locking import LockBusy
-    from varaverk.profiles import UnknownProfile
-    from varaverk.sources import SourcesError
-    from varaverk.store import IndexCorrupt, IndexMismatch, IndexMissing
+    from varaverk.answering.profiles import UnknownProfile
+    from varaverk.documents.tracked import SourcesError
+    from varaverk.index.store import IndexCorrupt, IndexMismatch, IndexMissing
 
     expected = {
         ConfigError: (exitcodes.CONFIG, "config"), SourcesError: (exitcodes.CONFIG, "repository"),
@@ -105,8 +105,8 @@ def test_library_errors_share_one_base_with_their_codes_and_kinds():
 
 
 def test_turn_failed_takes_kind_and_code_from_the_error():
-    from varaverk.answer import TurnFailed
-    from varaverk.store import IndexMismatch
+    from varaverk.answering.answer import TurnFailed
+    from varaverk.index.store import IndexMismatch
 
     failed = TurnFailed.of(IndexMismatch("built with local/a, settings name ollama/b"))
     assert failed.kind == "mismatch" and failed.exit_code == exitcodes.MISMATCH
@@ -125,7 +125,7 @@ def _fresh_logging(tmp_path: Path):
 
 
 def test_run_maps_an_error_to_its_code_and_one_line(tmp_path, capsys):
-    from varaverk.store import IndexMissing
+    from varaverk.index.store import IndexMissing
     _fresh_logging(tmp_path)
 
     def main(argv):
@@ -173,7 +173,7 @@ def test_a_closed_pipe_is_a_quiet_exit(tmp_path):
     # More output than a pipe holds, read 400 bytes of: the writer meets a closed pipe.
     script = tmp_path / "many.sh"
     script.write_text("rm -rf /\n" * 3000, encoding="utf-8")
-    shell = (f"{sys.executable} {ROOT / 'Tools' / 'ai_scan_shell.py'} --json {script} "
+    shell = (f"{sys.executable} {ROOT / 'Tools' / 'varaverk_tools' / 'ai_scan_shell.py'} --json {script} "
              f"| head -c 400 > /dev/null")
     out = subprocess.run(["sh", "-c", shell], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "AI_LOG_DIR": str(tmp_path / "log")})

@@ -21,12 +21,12 @@ def tracked(*patterns: str) -> list[Path]:
 def test_no_module_shadows_the_standard_library():
     # Entry points run as files put their own folder first on sys.path.
     for folder in ("AI", "Plugin", "Tools"):
-        for path in (ROOT / folder).glob("*.py"):
+        for path in (ROOT / folder).rglob("*.py"):
             assert path.stem not in sys.stdlib_module_names, path
 
 
 def test_every_entry_point_carries_the_six_sections_in_order():
-    entry_points = [p for p in tracked("AI/*.py", "Plugin/*.py", "Tools/*.py")
+    entry_points = [p for p in tracked("AI/**/*.py", "Plugin/**/*.py", "Tools/**/*.py")
                     if "__main__" in p.read_text(encoding="utf-8")]
     assert entry_points, "no entry points found"
     for path in entry_points:
@@ -71,7 +71,7 @@ def test_every_command_line_parser_uses_the_house_help_formatter():
     import ast
 
     parsers = 0
-    for path in tracked("AI/*.py", "Plugin/*.py", "Tools/*.py"):
+    for path in tracked("AI/**/*.py", "Plugin/**/*.py", "Tools/**/*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("ArgumentParser"):
                 parsers += 1

@@ -85,7 +85,7 @@ def test_settings_warnings_read_like_every_other_warning_of_the_command(tmp_path
 
     from tests.support.environ import environ_without_ai
     conf = _conf(tmp_path, f'AI_ENABLED=true\nAI_TOPK="3"\nAI_DATA_DIR="{tmp_path}/data"\n')
-    entry = Path(__file__).resolve().parents[2] / "AI" / "ai_index.py"
+    entry = Path(__file__).resolve().parents[2] / "Tools" / "varaverk_tools" / "ai_index.py"
     done = subprocess.run([sys.executable, str(entry), "--status", "--config", str(conf)],
                           env=environ_without_ai(), capture_output=True, text=True, timeout=120)
     assert f"ai-index: warning: AI_TOPK (in {conf}) is not a Varaverk setting and is ignored; " \

@@ -115,7 +115,7 @@ def test_ai_dock_check_never_prints_the_token(tmp_path, monkeypatch):
     conf.write_text('AI_DOCK_BIND="0.0.0.0:8470"\nAI_DOCK_TOKEN="very-secret-token-value"\n'
                     f'AI_DATA_DIR="{tmp_path}"\nAI_LOG_DIR="{tmp_path}/log"\n')
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, str(ROOT / "Plugin" / "ai_dock.py"), "--config",
+    out = subprocess.run([sys.executable, str(ROOT / "Plugin" / "varaverk_dock" / "ai_dock.py"), "--config",
                           str(conf), "--check", "-v"], capture_output=True, text=True, env=env,
                          cwd=tmp_path, timeout=60)
     assert out.returncode == 0, out.stderr

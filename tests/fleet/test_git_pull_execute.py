@@ -164,21 +164,21 @@ def test_main_exit_codes(tmp_path, remote, clean_env):
 
 def test_index_command_runs_ai_index_with_the_same_config():
     import sys
-    assert gpe.index_command("/etc/m.conf") == [sys.executable, "-m", "varaverk.ai_index",
+    assert gpe.index_command("/etc/m.conf") == [sys.executable, "-m", "varaverk_tools.ai_index",
                                                 "--config", "/etc/m.conf"]
-    assert gpe.index_command(None) == [sys.executable, "-m", "varaverk.ai_index"]
+    assert gpe.index_command(None) == [sys.executable, "-m", "varaverk_tools.ai_index"]
 
 
 # ── with the real ai-index (offline embedder) ───────────────────────────────────────────────
 
 def _answers(settings, query: str) -> list[str]:
     """Paths of the chunks the index returns for ``query`` (the retrieval library, for real)."""
-    from varaverk.search import Retriever
+    from varaverk.retrieval.search import Retriever
     return [hit.chunk.path for hit in Retriever(settings).search(query, k=3)]
 
 
 def _meta(settings) -> dict:
-    from varaverk.store import Index
+    from varaverk.index.store import Index
     index = Index.open(settings.index_path, readonly=True)
     try:
         return index.meta()
@@ -188,7 +188,7 @@ def _meta(settings) -> dict:
 
 def test_real_index_follows_the_pull_and_a_failed_reindex_keeps_the_old_one(
         tmp_path, remote, clean_env):
-    pytest.importorskip("varaverk.ai_index")
+    pytest.importorskip("varaverk_tools.ai_index")
     upstream, _, local = remote
     conf = _conf(tmp_path, local)
     settings = _settings(tmp_path, local)

@@ -9,7 +9,7 @@ import pytest
 
 from varaverk import ledger
 from varaverk.config import Settings
-from varaverk.generation import make_chat_client
+from varaverk.answering.generation import make_chat_client
 
 
 def _complete(model_server, tmp_path):

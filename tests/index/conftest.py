@@ -11,7 +11,7 @@ from tests.support.environ import environ_without_ai
 from varaverk.config import Settings
 
 MAIN = Path(__file__).resolve().parents[2]
-ENTRY = MAIN / "AI" / "ai_index.py"
+ENTRY = MAIN / "Tools" / "varaverk_tools" / "ai_index.py"
 
 
 def make_settings(repo: Path, tmp_path: Path, server=None, **changes) -> Settings:
@@ -46,7 +46,7 @@ def cli_env(settings: Settings, **extra: str) -> dict[str, str]:
 def run_index(settings: Settings, *args: str, console_script: bool = False,
               env_extra: dict[str, str] | None = None, timeout: float = 600
               ) -> subprocess.CompletedProcess:
-    """Run ``python AI/ai_index.py ARGS`` (or the ``ai-index`` console script) for ``settings``."""
+    """Run ``python Tools/varaverk_tools/ai_index.py ARGS`` (or the ``ai-index`` console script) for ``settings``."""
     if console_script:
         cmd = [str(Path(sys.executable).parent / "ai-index"), *args]
     else:

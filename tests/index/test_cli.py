@@ -20,7 +20,7 @@ from tests.index.conftest import ENTRY, cli_env, make_settings, run_index
 from tests.support.repos import git, harborlab_files, make_repo
 from varaverk import exitcodes
 from varaverk.locking import index_lock
-from varaverk.store import Index
+from varaverk.index.store import Index
 
 CANARIES = ("CANARY-7f3a9c-SECRET", "CANARY-b41e02-SECRET", "CANARY-d9e8aa-UNTRACKED")
 
@@ -177,7 +177,7 @@ def test_help_wraps_to_the_terminal_width_as_argparse_would(monkeypatch):
     importing shutil on every start (only --help prints)."""
     import argparse
 
-    from varaverk import ai_index
+    from varaverk_tools import ai_index
 
     for columns in ("60", "131"):
         monkeypatch.setenv("COLUMNS", columns)
@@ -186,7 +186,7 @@ def test_help_wraps_to_the_terminal_width_as_argparse_would(monkeypatch):
         theirs.formatter_class = argparse.RawDescriptionHelpFormatter
         assert ours.format_help() == theirs.format_help()
         assert ours.format_usage() == theirs.format_usage()
-    probe = ("import sys\nfrom varaverk.ai_index import build_parser\n"
+    probe = ("import sys\nfrom varaverk_tools.ai_index import build_parser\n"
              "build_parser().parse_args(['-q'])\nprint('shutil' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -261,7 +261,7 @@ def test_harborlab_second_run_opens_no_repository_file(harborlab_indexed, tmp_pa
             if event == "open" and args and isinstance(args[0], str) and args[0].startswith(root):
                 opened.append(args[0])
         sys.addaudithook(hook)
-        from varaverk.ai_index import main
+        from varaverk_tools.ai_index import main
         rc = main([])
         open({str(out)!r}, "w").write(json.dumps(opened))
         sys.exit(rc)

@@ -6,15 +6,15 @@ import shutil
 
 from tests.index.conftest import MAIN, make_settings
 from tests.support.repos import harborlab_files, make_repo
-from varaverk import indexer
-from varaverk.search import Retriever
+from varaverk.index import indexer
+from varaverk.retrieval.search import Retriever
 
 DISTRACTORS = ("Backup/rsync_mirror.sh", "Tools/docs_indexer.py", "Tools/mover_stop.sh",
                "Maintenance/daily_dispatch.sh")
 
 
 def test_index_lock_paragraph_is_found_in_our_own_header(tmp_path):
-    files = {"AI/ai_index.py": (MAIN / "AI" / "ai_index.py").read_bytes()}
+    files = {"Tools/varaverk_tools/ai_index.py": (MAIN / "Tools" / "varaverk_tools" / "ai_index.py").read_bytes()}
     for rel in DISTRACTORS:  # other scripts with locks of their own
         files[rel] = harborlab_files()[rel]
     repo = make_repo(tmp_path / "repo", files)
@@ -25,6 +25,6 @@ def test_index_lock_paragraph_is_found_in_our_own_header(tmp_path):
     hits = retriever.search("what stops two index runs overlapping", k=3)
     top = hits[0].chunk
     assert (top.path, top.section, top.title) == \
-        ("AI/ai_index.py", "OPERATIONAL SAFEGUARDS", "Index Lock Against Overlapping Runs")
+        ("Tools/varaverk_tools/ai_index.py", "OPERATIONAL SAFEGUARDS", "Index Lock Against Overlapping Runs")
     assert "AI_INDEX_LOCK_TIMEOUT" in top.text and "75" in top.text
     shutil.rmtree(settings.ai_data_dir)

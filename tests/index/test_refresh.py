@@ -12,11 +12,11 @@ import pytest
 
 from tests.index.conftest import cli_env, embed_inputs, make_settings
 from tests.support.repos import git, make_repo
-from varaverk import indexer
-from varaverk.chunking import chunk_document
+from varaverk.index import indexer
+from varaverk.documents.chunking import chunk_document
 from varaverk.embedding import EmbeddingUnavailable, make_embedder
 from varaverk.locking import LockBusy, index_lock
-from varaverk.store import Index, IndexMismatch
+from varaverk.index.store import Index, IndexMismatch
 
 HEADER = """#!/bin/sh
 # PURPOSE

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from tests.support.repos import git, make_repo
-from varaverk import sources
+from varaverk.documents import tracked
 from varaverk.config import Settings
-from varaverk.sources import KindMatcher, compile_globs, decode, list_tracked
+from varaverk.documents.tracked import KindMatcher, compile_globs, decode, list_tracked
 
 
 def test_b01_exact_names_from_ls_files_z(tmp_path):
@@ -219,7 +219,7 @@ def test_default_globs_cover_commented_configuration_files():
 
 def test_kind_matcher_compiles_its_globs_on_first_use():
     """A matcher nobody asks costs no glob translation (a no-op refresh builds one)."""
-    probe = ("import sys\nfrom varaverk.sources import KindMatcher\n"
+    probe = ("import sys\nfrom varaverk.documents.tracked import KindMatcher\n"
              "m = KindMatcher({'readme': ['**/README-*.md']}, ['old/**'])\n"
              "print('wcmatch' in sys.modules)\n"
              "print(m.kind_of('a/README-x.md'), m.kind_of('old/README-x.md'), m.excluded('old/y'))\n"

@@ -7,9 +7,10 @@ import sqlite3
 import numpy as np
 import pytest
 
-from varaverk.chunking import Chunk
-from varaverk.store import (FileRow, Index, IndexChanges, IndexMismatch, IndexMissing,
-                            StoredChunk, fts_query)
+from varaverk.documents.chunking import Chunk
+from varaverk.index.store import (FileRow, Index, IndexChanges, IndexMismatch, IndexMissing,
+                                  StoredChunk)
+from varaverk.text import fts_query
 
 
 def _chunk(path: str, title: str, text: str, section: str = "CONFIGURATION", line: int = 1,
@@ -136,7 +137,7 @@ def test_b19c_zero_and_nan_rows_are_excluded(tmp_path):
 
 def test_vector_validity_is_one_rule_on_write_and_on_read(idx):
     """A vector the read side would leave out is never written: the whole write is refused."""
-    from varaverk.store import usable_rows, vector_problem
+    from varaverk.index.store import usable_rows, vector_problem
 
     _write(idx, [(_chunk("a.sh", "A", "alpha"), _unit([1, 0, 0]))])
     before = idx.meta()["generation"]
@@ -170,7 +171,7 @@ def test_b20_check_compatible_message(idx):
 
 def test_compatibility_is_decided_by_the_index_from_its_meta(idx):
     """One home: the stored provenance against an embedder, and the settings' recorded names."""
-    from varaverk.store import check_compatible, names_other_embedder
+    from varaverk.index.store import check_compatible, names_other_embedder
 
     check_compatible(idx.meta(), "ollama", "other")  # no vectors yet: compatible with anything
     assert not names_other_embedder(idx.meta(), "ollama", "other")
@@ -263,7 +264,7 @@ def test_a_write_merges_a_small_full_text_index_into_one_segment(idx):
 
 
 def test_a_large_full_text_index_keeps_fts5s_own_merging(idx, monkeypatch):
-    import varaverk.store as store
+    import varaverk.index.store as store
 
     monkeypatch.setattr(store, "MAX_MERGED_FTS_PAGES", 0)
     _three_writes(idx)

@@ -10,8 +10,8 @@ import pytest
 
 from tests.support.model_server import WORD, ModelServer
 from varaverk.config import Settings
-from varaverk.generation import (GenerationError, GenerationUnavailable, LineBuffer,
-                                 OllamaChatClient, OpenAIChatClient, make_chat_client)
+from varaverk.answering.generation import (GenerationError, GenerationUnavailable, LineBuffer,
+                                           OllamaChatClient, OpenAIChatClient, make_chat_client)
 
 QUESTION = [{"role": "system", "content": "Answer only from the context."},
             {"role": "user", "content": "Context:\n[Backup/rsync_mirror.sh › PURPOSE]\nMirrors.\n\n"

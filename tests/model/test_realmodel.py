@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from varaverk.generation import OpenAIChatClient
+from varaverk.answering.generation import OpenAIChatClient
 
 pytestmark = pytest.mark.realmodel
 

@@ -11,10 +11,10 @@ import pytest
 from tests.index.conftest import make_settings
 from tests.notes.corpus import REPO_README, make_notes_sources, sources_value
 from tests.support.repos import make_repo
-from varaverk import indexer
-from varaverk.answer import TurnRequest, run_turn
-from varaverk.chunking import Chunk
-from varaverk.store import MIGRATIONS, Index, IndexChanges, _split_sql
+from varaverk.index import indexer
+from varaverk.answering.answer import TurnRequest, run_turn
+from varaverk.documents.chunking import Chunk
+from varaverk.index.store import MIGRATIONS, Index, IndexChanges, _split_sql
 
 RESTIC = "how many daily weekly and monthly restic snapshots are kept retention"
 
@@ -113,9 +113,9 @@ def test_an_index_of_the_first_schema_migrates_with_its_chunks_searchable(tmp_pa
 
 
 def test_a_question_naming_a_note_alias_is_confident_though_aliases_are_not_embedded(tmp_path):
-    from varaverk.chunking import chunk_document
-    from varaverk.search import Hit, Retriever, mark_aliases
-    from varaverk.store import StoredChunk
+    from varaverk.documents.chunking import chunk_document
+    from varaverk.retrieval.search import Hit, Retriever, mark_aliases
+    from varaverk.index.store import StoredChunk
 
     [chunk] = chunk_document("vault:Pi-hole.md", "note",
                              "---\naliases: dns sinkhole\n---\nPi-hole at .3\n")

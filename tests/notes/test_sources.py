@@ -13,11 +13,11 @@ import pytest
 from tests.index.conftest import cli_env, embed_inputs, make_settings
 from tests.notes.corpus import CANARY, REPO_README, make_notes_sources, sources_value
 from tests.support.repos import git, make_repo
-from varaverk import indexer
+from varaverk.index import indexer
 from varaverk.config import ConfigError, load_settings
 from varaverk.named_sources import parse_sources
-from varaverk.search import Retriever
-from varaverk.store import Index
+from varaverk.retrieval.search import Retriever
+from varaverk.index.store import Index
 
 
 
@@ -151,26 +151,26 @@ def test_status_lists_each_source(lab):
 def test_cli_search_and_similar_with_sources(lab):
     settings, paths, _ = lab
     env = cli_env(settings, AI_SOURCES=" ".join(settings.ai_sources))
-    index = subprocess.run([sys.executable, "-m", "varaverk.ai_index"], env=env,
+    index = subprocess.run([sys.executable, "-m", "varaverk_tools.ai_index"], env=env,
                            capture_output=True, text=True, timeout=300)
     assert index.returncode == 0, index.stderr
-    status = subprocess.run([sys.executable, "-m", "varaverk.ai_index", "--status"], env=env,
+    status = subprocess.run([sys.executable, "-m", "varaverk_tools.ai_index", "--status"], env=env,
                             capture_output=True, text=True, timeout=120)
     assert "sources:" in status.stdout and "roam" in status.stdout
-    out = subprocess.run([sys.executable, "-m", "varaverk.ai_query", "--search", "--json",
+    out = subprocess.run([sys.executable, "-m", "varaverk_tools.ai_query", "--search", "--json",
                           "--source", "chats", "who wanted to move restic to the NAS"],
                          env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["filters"]["source"] == "chats"
     assert {r["source"] for r in data["results"]} == {"chats"}
-    sim = subprocess.run([sys.executable, "-m", "varaverk.ai_query", "--json", "--similar",
+    sim = subprocess.run([sys.executable, "-m", "varaverk_tools.ai_query", "--json", "--similar",
                           "vault:Backups/Restic.md#Retention"], env=env, capture_output=True,
                          text=True, timeout=120)
     assert sim.returncode == 0, sim.stderr
     results = json.loads(sim.stdout)["results"]
     assert results and all(r["path"] != "vault:Backups/Restic.md" for r in results)
-    bad = subprocess.run([sys.executable, "-m", "varaverk.ai_query", "--similar",
+    bad = subprocess.run([sys.executable, "-m", "varaverk_tools.ai_query", "--similar",
                           "vault:Backups/Restic.md#Nope"], env=env, capture_output=True,
                          text=True, timeout=120)
     assert bad.returncode == 2 and "Retention" in bad.stderr

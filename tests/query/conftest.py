@@ -24,7 +24,7 @@ def query_settings(repo: Path, data: Path, server=None, **changes) -> Settings:
 @pytest.fixture(scope="session")
 def harborlab_index(harborlab_pristine, tmp_path_factory) -> Path:
     """The data folder of a harborlab index built with the offline embedder (built once)."""
-    from varaverk.indexer import refresh
+    from varaverk.index.indexer import refresh
     data = tmp_path_factory.mktemp("query-index") / "data"
     refresh(query_settings(harborlab_pristine, data), progress=False)
     return data
@@ -33,7 +33,7 @@ def harborlab_index(harborlab_pristine, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def retriever(harborlab_pristine, harborlab_index):
     """One Retriever over the session's harborlab index (as the dock holds one per process)."""
-    from varaverk.search import Retriever
+    from varaverk.retrieval.search import Retriever
     return Retriever(query_settings(harborlab_pristine, harborlab_index))
 
 

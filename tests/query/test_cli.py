@@ -1,4 +1,4 @@
-"""ai-query as users run it: a real subprocess of AI/ai_query.py against real indexes and a
+"""ai-query as users run it: a real subprocess of Tools/varaverk_tools/ai_query.py against real indexes and a
 real model server on 127.0.0.1."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tests.query.conftest import query_settings
 from tests.support.environ import environ_without_ai
 
 MAIN = Path(__file__).resolve().parents[2]
-ENTRY = MAIN / "AI" / "ai_query.py"
+ENTRY = MAIN / "Tools" / "varaverk_tools" / "ai_query.py"
 MOVER = "what stops rsync and the mover running at once"
 RESULT_KEYS = {"path": str, "kind": str, "section": str, "title": str, "start_line": int,
                "end_line": int, "score": float, "text": str, "source": str}

@@ -1,4 +1,4 @@
-""""Not covered" relative to the index (varaverk.coverage): the maths on known values, the
+""""Not covered" relative to the index (varaverk.retrieval.coverage): the maths on known values, the
 index's vocabulary on real SQLite, and the decision on constructed documentation indexed with
 the real offline embedder beside the harborlab fixture."""
 
@@ -12,10 +12,10 @@ import pytest
 
 from tests.query.conftest import query_settings
 from tests.support.repos import git
-from varaverk.chunking import Chunk
-from varaverk.coverage import (LEADING, MIN_MARGIN, MISSED_COST, REF_RANK, Coverage,
-                               inflections, measure, pool_margin, word_forms, word_weight)
-from varaverk.store import FileRow, Index, IndexChanges
+from varaverk.documents.chunking import Chunk
+from varaverk.retrieval.coverage import (LEADING, MIN_MARGIN, MISSED_COST, REF_RANK, Coverage,
+                                         inflections, measure, pool_margin, word_forms, word_weight)
+from varaverk.index.store import FileRow, Index, IndexChanges
 
 # A photo service's manual, added to the harborlab repository: the index then holds ~1,100
 # chunks, enough for a pool edge, and questions about the photo service have one right page.
@@ -136,7 +136,7 @@ def test_word_forms_are_the_inflections_the_index_holds(small_index):
 
 def _measured(index, words, leading_titles):
     """``measure`` over a real index, the leading results given by title."""
-    from varaverk.lexical import Bm25
+    from varaverk.retrieval.lexical import Bm25
     bm25 = Bm25(index)
     by_title = {c.title: c.id for c in index.chunks_for_path("Docs/Manual-X.md")}
     vocab = index.fts_vocabulary()
@@ -191,8 +191,8 @@ def test_only_the_leading_results_count(wide_index):
 @pytest.fixture(scope="module")
 def photos_retriever(harborlab_pristine, harborlab_index, tmp_path_factory):
     """harborlab plus the photo manual, indexed incrementally from the session's index."""
-    from varaverk.indexer import refresh
-    from varaverk.search import Retriever
+    from varaverk.index.indexer import refresh
+    from varaverk.retrieval.search import Retriever
     root = tmp_path_factory.mktemp("photos")
     repo, data = root / "harborlab", root / "data"
     shutil.copytree(harborlab_pristine, repo, symlinks=True)
@@ -263,7 +263,7 @@ class _Fixed:
 
 def test_search_counts_missed_words_over_the_chunks_that_ranked(wide_index):
     from varaverk.config import Settings
-    from varaverk.search import Retriever
+    from varaverk.retrieval.search import Retriever
     retriever = Retriever(Settings(), wide_index, _Fixed(), min_score=-1.0, reranker=False)
     [hit] = retriever.search("pixelated faces while rsync runs", 1)
     # The result is one tiny chunk grown with its neighbours for context; only the chunk that
@@ -280,7 +280,7 @@ def test_search_counts_missed_words_over_the_chunks_that_ranked(wide_index):
 
 def test_small_index_has_no_pool_edge_and_keeps_the_absolute_floor(small_index):
     from varaverk.config import Settings
-    from varaverk.search import Retriever
+    from varaverk.retrieval.search import Retriever
 
     retriever = Retriever(Settings(), small_index, _Fixed(), min_score=-1.0, reranker=False)
     hits = retriever.search("does the mover switch off during rsync", 2)
@@ -292,7 +292,7 @@ def test_small_index_has_no_pool_edge_and_keeps_the_absolute_floor(small_index):
 
 def test_min_margin_comes_from_settings(small_index):
     from varaverk.config import Settings
-    from varaverk.search import Retriever
+    from varaverk.retrieval.search import Retriever
     assert Retriever(Settings(), small_index, mode="lexical").min_margin == MIN_MARGIN
     assert Retriever(Settings(ai_min_margin=0.2), small_index,
                      mode="lexical").min_margin == 0.2

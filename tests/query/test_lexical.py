@@ -1,13 +1,14 @@
-"""In-process BM25 (varaverk.lexical) gives exactly FTS5's bm25() on a real SQLite index."""
+"""In-process BM25 (varaverk.retrieval.lexical) gives exactly FTS5's bm25() on a real SQLite index."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from varaverk.chunking import Chunk
-from varaverk.lexical import Bm25, tokens
-from varaverk.store import FileRow, Index, IndexChanges, fts_terms
+from varaverk.documents.chunking import Chunk
+from varaverk.retrieval.lexical import Bm25, tokens
+from varaverk.index.store import FileRow, Index, IndexChanges
+from varaverk.text import fts_terms
 
 TEXTS = [
     ("Backup/rsync_mirror.sh", "MOVER_STOP_TIMEOUT", "How long to wait for the mover to stop "
@@ -83,7 +84,7 @@ def test_contains_and_non_ascii_fallback(idx):
 
 def test_retriever_lexical_same_with_and_without_fts5_match(idx):
     from varaverk.config import Settings
-    from varaverk.search import Retriever
+    from varaverk.retrieval.search import Retriever
 
     r = Retriever(Settings(), idx, mode="lexical")
     cache = r._table()
@@ -103,7 +104,7 @@ def test_retriever_lexical_same_with_and_without_fts5_match(idx):
 
 
 def test_scores_stay_equal_when_the_cache_restarts(idx, monkeypatch):
-    import varaverk.lexical as lexical
+    import varaverk.retrieval.lexical as lexical
     monkeypatch.setattr(lexical, "MAX_CACHED_VALUES", 5)  # restarts on almost every read
     bm25 = Bm25(idx)
     for query in QUERIES:
@@ -131,7 +132,7 @@ def test_preloaded_postings_are_read_once_and_phrases_still_find_their_positions
 
 
 def test_an_index_over_the_token_budget_is_read_word_by_word(idx, monkeypatch):
-    import varaverk.lexical as lexical
+    import varaverk.retrieval.lexical as lexical
     monkeypatch.setattr(lexical, "MAX_PRELOADED_TOKENS", 10)
     bm25 = Bm25(idx, preload=True)
     assert bm25.vocabulary is None
@@ -150,7 +151,7 @@ def test_all_postings_at_once_equal_the_postings_token_by_token(idx):
 
 @pytest.mark.parametrize("docs", [[7], [3, 3, 5, 9, 9, 9], [9, 3, 9, 5, 3, 9]])
 def test_posting_runs_count_each_row_as_unique_does(docs):
-    from varaverk.lexical import _runs
+    from varaverk.retrieval.lexical import _runs
 
     rows, freq = _runs(np.array(docs, dtype=np.int64))
     want_rows, want_counts = np.unique(docs, return_counts=True)
@@ -159,7 +160,7 @@ def test_posting_runs_count_each_row_as_unique_does(docs):
 
 
 def test_doc_lengths_sum_varints_of_any_width_row_by_row():
-    from varaverk.store import _varint_row_sums
+    from varaverk.index.store import _varint_row_sums
 
     # Rows of 2, 3 and 1 varints: 5 + 300; 0 + 127 + 128; 2**21 + 7 (a 4-byte varint).
     blobs = [bytes([5, 0x82, 0x2C]), bytes([0, 0x7F, 0x81, 0x00]), bytes([0x81, 0x80, 0x80, 0x07])]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from varaverk.chunking import Chunk
+from varaverk.documents.chunking import Chunk
 from varaverk.config import Settings
-from varaverk.prompts import (ANSWER_RULES, build_messages, context_budget, format_context,
-                              group_block, trim_history)
-from varaverk.profiles import PROFILES, get_profile
+from varaverk.answering.prompts import (ANSWER_RULES, build_messages, context_budget, format_context,
+                                        group_block, trim_history)
+from varaverk.answering.profiles import PROFILES, get_profile
 
 
 def chunk(path="Backup/rsync_mirror.sh", section="OPERATIONAL SAFEGUARDS",

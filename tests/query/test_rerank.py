@@ -9,7 +9,7 @@ import pytest
 
 from tests.query.conftest import query_settings
 from tests.support.repos import make_repo
-from varaverk.rerank import Reranker, _parse, make_reranker
+from varaverk.retrieval.rerank import Reranker, _parse, make_reranker
 from varaverk.config import Settings
 
 
@@ -60,8 +60,8 @@ DOCS = {
 
 
 def test_retriever_takes_the_rerankers_order(tmp_path, model_server):
-    from varaverk.indexer import refresh
-    from varaverk.search import Retriever
+    from varaverk.index.indexer import refresh
+    from varaverk.retrieval.search import Retriever
     repo = make_repo(tmp_path / "repo", DOCS)
     settings = query_settings(repo, tmp_path / "data", model_server, ai_embed_backend="ollama",
                               ai_embed_model="m")

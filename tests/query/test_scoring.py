@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from varaverk.routing import SHAPE_SECTIONS, route
-from varaverk.search import (dense_scores, exact_names, filter_mask, lexical_text,
-                             normalise_title, rrf, top_k)
-from varaverk.store import usable_rows as valid_rows
+from varaverk.retrieval.routing import SHAPE_SECTIONS, route
+from varaverk.retrieval.search import (dense_scores, exact_names, filter_mask, lexical_text,
+                                       normalise_title, rrf, top_k)
+from varaverk.index.store import usable_rows as valid_rows
 
 
 def unit(*v):
@@ -68,7 +68,7 @@ def test_filters_compose(matrix):
 
 
 def test_a_large_product_shared_between_threads_equals_one_product():
-    from varaverk.search import PARALLEL_FROM
+    from varaverk.retrieval.search import PARALLEL_FROM
     rng = np.random.default_rng(5)
     big = rng.standard_normal((PARALLEL_FROM + 7, 24)).astype(np.float32)
     q = big[11] / np.linalg.norm(big[11])
@@ -79,7 +79,7 @@ def test_a_large_product_shared_between_threads_equals_one_product():
 def test_a_forked_child_scores_large_products_with_its_own_threads():
     # A gunicorn worker is forked after the parent may have made its pool: the child's copy
     # of that pool has no threads, so the child must make its own (else it waits forever).
-    from varaverk.search import PARALLEL_FROM
+    from varaverk.retrieval.search import PARALLEL_FROM
     big = np.random.default_rng(6).standard_normal((PARALLEL_FROM + 3, 8)).astype(np.float32)
     q = big[0] / np.linalg.norm(big[0])
     expected = np.vecdot(big, q)
@@ -154,7 +154,7 @@ def test_contractions_are_found_where_a_plain_search_finds_them():
     # lexical_text's pattern is tried from word starts only and takes letters possessively
     import re
 
-    from varaverk.search import _CONTRACTION
+    from varaverk.retrieval.search import _CONTRACTION
 
     plain = re.compile(r"\w+['\u2019]\w+")
     questions = _routing_questions() + [
@@ -167,7 +167,7 @@ def test_contractions_are_found_where_a_plain_search_finds_them():
 
 def test_lexical_text_words_are_their_own_fts_terms():
     # search takes the words of lexical_text as its fts_terms without a second pass
-    from varaverk.store import fts_terms
+    from varaverk.text import fts_terms
 
     questions = _routing_questions() + [
         "_leading or trailing_ underscores, 'quotes', (brackets) and a-b-c", "x y z",
@@ -226,7 +226,7 @@ def _routing_questions() -> list[str]:
 def test_routing_tries_a_cue_whenever_its_pattern_could_match():
     import re
 
-    from varaverk.routing import _CUES
+    from varaverk.retrieval.routing import _CUES
 
     checked = 0
     for question in _routing_questions():
@@ -241,7 +241,7 @@ def test_routing_tries_a_cue_whenever_its_pattern_could_match():
 
 def test_routing_tries_exactly_the_cues_whose_triggers_occur():
     # route's one scan for every trigger stands for a search per cue of its triggers
-    from varaverk.routing import _CUE_LIST, _CUES, _ORDER, _triggered
+    from varaverk.retrieval.routing import _CUE_LIST, _CUES, _ORDER, _triggered
 
     cues = [(shape, triggers) for shape in _ORDER for _, _, triggers in _CUES[shape]]
     overlapping = ["how do i fix the defaults", "what happens when it fails", "--dry-run mode",
@@ -261,8 +261,8 @@ def test_routing_folds_non_ascii_case_as_the_patterns_do():
 
 
 def test_header_key_ranks_before_its_template_copy():
-    from varaverk.search import Hit, prefer_headers
-    from varaverk.store import StoredChunk
+    from varaverk.retrieval.search import Hit, prefer_headers
+    from varaverk.index.store import StoredChunk
 
     def hit(cid, kind, title, score):
         c = StoredChunk(path=f"{kind}.x", kind=kind, section="CONFIGURATION", title=title,
@@ -279,7 +279,7 @@ def test_header_key_ranks_before_its_template_copy():
 def test_top_k_equals_a_full_sort_on_both_selection_paths():
     # Below SAMPLE_FROM one partition, from it the threshold selection; both compared with a
     # plain stable sort of the allowed rows (rounded scores tie inside the selection).
-    from varaverk.search import SAMPLE_FROM
+    from varaverk.retrieval.search import SAMPLE_FROM
     rng = np.random.default_rng(7)
     for n in (SAMPLE_FROM // 3, 2 * SAMPLE_FROM):
         scores = rng.standard_normal(n).astype(np.float32)
@@ -293,7 +293,7 @@ def test_top_k_equals_a_full_sort_on_both_selection_paths():
 
 
 def test_file_gains_favour_the_file_that_matches_as_a_whole():
-    from varaverk.search import file_gains
+    from varaverk.retrieval.search import file_gains
     # file 0: three moderate candidates; file 1: one look-alike scoring highest alone;
     # candidate 4 has no known file (-1)
     ids = [1, 2, 3, 4, 9, 10]
@@ -308,7 +308,7 @@ def test_file_gains_favour_the_file_that_matches_as_a_whole():
 
 def test_label_bm25_scores_heading_trail_title_and_file_name():
     import math
-    from varaverk.lexical import LabelBm25
+    from varaverk.retrieval.lexical import LabelBm25
     labels = LabelBm25(["turn-howto Configuration", "backup Schedule nightly",
                         "sample_config Media Store max_upload_size"])
     rows, scores = labels.score("What is the upload size?")
@@ -326,7 +326,7 @@ def test_label_bm25_equals_bm25_summed_token_by_token():
     # Random labels with repeated tokens (tf > 1) and tokens shared by many rows, against
     # BM25 written out per query token (same float64 operations, so equal exactly).
     import math
-    from varaverk.lexical import LabelBm25
+    from varaverk.retrieval.lexical import LabelBm25
     rng = np.random.default_rng(11)
     vocab = ["media", "store", "upload", "size", "cache", "port", "turn", "howto", "x1"]
     labels = [" ".join(rng.choice(vocab, int(rng.integers(0, 6)))) for _ in range(60)]
@@ -351,8 +351,8 @@ def test_label_bm25_scores_one_two_or_no_tokens_as_summed_in_query_order():
     # A reference computed token by token over every row, in the order the query's distinct
     # tokens first occur: ties and near-ties between labels decide ranks, so equal means equal.
     import math
-    from varaverk.lexical import LabelBm25
-    from varaverk.store import STOPWORDS
+    from varaverk.retrieval.lexical import LabelBm25
+    from varaverk.text import STOPWORDS
     rng = np.random.default_rng(5)
     words = ["backup", "restore", "port", "cache", "factor", "size", "nightly", "mover", "the"]
     labels = [" ".join(rng.choice(words, int(rng.integers(0, 6))).tolist()) for _ in range(60)]
@@ -378,7 +378,7 @@ def test_label_bm25_scores_one_two_or_no_tokens_as_summed_in_query_order():
 
 
 def test_file_gains_equal_the_per_file_sums_of_the_best_candidates():
-    from varaverk.search import file_gains
+    from varaverk.retrieval.search import file_gains
     rng = np.random.default_rng(3)
     for _ in range(50):
         m = int(rng.integers(1, 40))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from varaverk.search import SECTION_BOOST, Retriever
+from varaverk.retrieval.search import SECTION_BOOST, Retriever
 
 
 def places(hits):
@@ -54,9 +54,9 @@ def test_section_filter_matches_a_section_whose_upper_case_is_longer(tmp_path):
     # str.upper() does, also when it is the table's longest section name.
     import numpy as np
 
-    from varaverk.chunking import Chunk
+    from varaverk.documents.chunking import Chunk
     from varaverk.config import Settings
-    from varaverk.store import FileRow, Index, IndexChanges
+    from varaverk.index.store import FileRow, Index, IndexChanges
 
     items = [(Chunk(path=f"{section}.md", kind="doc", section=section, title="Parken",
                     start_line=1, end_line=2, text="rsync mover parking", context=section),
@@ -84,7 +84,7 @@ def test_section_boost_never_excludes(retriever):
 
 
 def test_boost_is_smaller_than_an_exact_name(retriever):
-    from varaverk.search import NAME_TITLE_BOOST
+    from varaverk.retrieval.search import NAME_TITLE_BOOST
     assert SECTION_BOOST < NAME_TITLE_BOOST
 
 
@@ -132,7 +132,7 @@ def test_small_to_big_adds_parent_section_within_budget(retriever):
 
 def test_mismatched_index_is_refused(harborlab_pristine, harborlab_index, model_server):
     from tests.query.conftest import query_settings
-    from varaverk.store import IndexMismatch
+    from varaverk.index.store import IndexMismatch
     settings = query_settings(harborlab_pristine, harborlab_index, model_server,
                               ai_embed_backend="ollama", ai_embed_model="other")
     with pytest.raises(IndexMismatch):
@@ -152,7 +152,7 @@ def test_single_retriever_modes(harborlab_pristine, harborlab_index, retriever):
 
 
 def test_split_section_comes_back_whole_and_is_not_repeated(retriever):
-    from varaverk.prompts import format_context
+    from varaverk.answering.prompts import format_context
     idx = retriever.index
     # Find a section stored as several parts and query with the text of its second part.
     table = idx.vector_table()
@@ -176,7 +176,7 @@ def test_a_candidate_without_a_vector_row_gets_no_routing_boost(retriever):
     # _leading reads each candidate's routing verdict from the table's routed rows; a
     # candidate without a vector row (row -1) must read False, not the last row's verdict.
     import numpy as np
-    from varaverk.search import _Fused, _Query
+    from varaverk.retrieval.search import _Fused, _Query
 
     cache = retriever._table()
     last = cache.ids.size - 1
@@ -215,7 +215,7 @@ def test_a_preloading_retriever_ranks_exactly_as_one_reading_word_by_word(
 
 def test_a_preloading_retriever_holds_every_chunk_only_when_all_fit_its_caches(
         retriever, hl_settings, monkeypatch):
-    import varaverk.search as search
+    import varaverk.retrieval.search as search
 
     cache = Retriever(hl_settings, embedder=retriever.embedder, preload=True)._table()
     stored = retriever.index.all_chunks()

@@ -11,9 +11,9 @@ import threading
 import numpy as np
 import pytest
 
-from varaverk.chunking import Chunk
+from varaverk.documents.chunking import Chunk
 from varaverk.config import Settings
-from varaverk.store import FileRow, Index, IndexChanges
+from varaverk.index.store import FileRow, Index, IndexChanges
 
 
 def _write(index: Index, paths: list[str]) -> None:
@@ -54,7 +54,7 @@ def _file_numbers_match_the_table(cache) -> None:
 
 
 def test_a_table_cache_is_whole_when_another_thread_replaces_it(index, monkeypatch):
-    from varaverk.search import Retriever
+    from varaverk.retrieval.search import Retriever
 
     retriever = Retriever(Settings(), index, mode="lexical")
     old = index.vector_table()
@@ -84,7 +84,7 @@ def test_a_table_cache_is_whole_when_another_thread_replaces_it(index, monkeypat
 
 
 def test_chunks_evicted_by_another_thread_mid_look_up_are_read_again(index, monkeypatch):
-    import varaverk.search as search
+    import varaverk.retrieval.search as search
 
     monkeypatch.setattr(search, "CHUNK_CACHE", 2)
     retriever = search.Retriever(Settings(), index, mode="lexical")

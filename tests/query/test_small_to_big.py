@@ -9,9 +9,9 @@ import pytest
 
 from tests.query.conftest import query_settings
 from tests.support.repos import make_repo
-from varaverk import windows
-from varaverk.search import Retriever
-from varaverk.windows import _around
+from varaverk.retrieval import windows
+from varaverk.retrieval.search import Retriever
+from varaverk.retrieval.windows import _around
 
 
 def _script(keys: int) -> str:
@@ -32,7 +32,7 @@ def pump(tmp_path, model_server):
     repo = make_repo(tmp_path / "repo", {"Tools/pump.sh": _script(14)})
     settings = query_settings(repo, tmp_path / "data", model_server, ai_embed_backend="ollama",
                               ai_embed_model="m")
-    from varaverk.indexer import refresh
+    from varaverk.index.indexer import refresh
     refresh(settings, progress=False)
     return Retriever(settings, reranker=False)
 
@@ -57,7 +57,7 @@ def test_a_tiny_chunk_comes_back_with_its_parent_section(pump):
     assert hit.chunk.end_line == inside[-1].end_line
     # The prompt's expansion adds the rest of the section, each paragraph once.
     [group] = pump.expand([hit], 100_000)
-    from varaverk.prompts import format_context
+    from varaverk.answering.prompts import format_context
     context, _ = format_context([group], 100_000)
     for c in config:
         assert context.count(c.text.strip()) == 1
@@ -121,7 +121,7 @@ def test_around_stops_at_walls():
 
 def _stored(cid: int, section: str, title: str, start: int, size: int, part: int = 0,
             block: int | None = None):
-    from varaverk.store import StoredChunk
+    from varaverk.index.store import StoredChunk
     return StoredChunk(path="conf/app.yml", kind="template", section=section, title=title,
                        start_line=start, end_line=start + 1, text=f"{title} " + "x" * size + "\n",
                        context="", part=part, meta={"block": block} if block else {}, id=cid)
@@ -144,7 +144,7 @@ def _file() -> list:
 
 def _merged(ranked: list[int], k: int = 10) -> list[tuple[int, int, int, bool]]:
     """(id, start_line, end_line, grown) of merge_parts' results for hits of these ids."""
-    from varaverk.search import Hit
+    from varaverk.retrieval.search import Hit
     chunks = {c.id: c for c in _file()}
     places = windows.places(_file())
     hits = [Hit(chunks[cid], 1.0 - i / 100) for i, cid in enumerate(ranked)]
@@ -159,7 +159,7 @@ def test_merge_parts_grows_parts_block_keys_and_tiny_chunks_within_their_own_sib
     assert _merged([8]) == [(8, 20, 25, True)]
     # A chunk too long to be tiny, and one its file does not hold, come back as they are.
     assert _merged([10]) == [(10, 30, 31, False)]
-    from varaverk.search import Hit
+    from varaverk.retrieval.search import Hit
     stranger = _stored(99, "KEYS", "four", 40, 10)
     [hit] = windows.merge_parts([Hit(stranger, 1.0)], 5, lambda path: windows.places(_file()))
     assert hit.chunk is stranger and not hit.grown
@@ -176,7 +176,7 @@ def test_merge_parts_stops_at_lines_an_earlier_result_holds():
 def test_merge_parts_takes_no_hit_after_the_kth_result():
     # The retriever reads chunks as merging reaches their hits: a hit taken after the k-th
     # result would cost a read for nothing.
-    from varaverk.search import Hit
+    from varaverk.retrieval.search import Hit
     chunks = {c.id: c for c in _file()}
     hits = iter([Hit(chunks[cid], 1.0) for cid in (8, 7, 10, 1)])
     places = windows.places(_file())
@@ -195,7 +195,7 @@ def test_parts_of_one_section_never_repeat_each_others_lines(tmp_path, model_ser
     repo = make_repo(tmp_path / "repo", {"docs/guide.md": LONG})
     settings = query_settings(repo, tmp_path / "data", model_server, ai_embed_backend="ollama",
                               ai_embed_model="m")
-    from varaverk.indexer import refresh
+    from varaverk.index.indexer import refresh
     refresh(settings, progress=False)
     retriever = Retriever(settings, reranker=False)
     parts = sorted((c for c in retriever.index.chunks_for_path("docs/guide.md") if c.part > 0),
@@ -217,14 +217,14 @@ def _guide(tmp_path, model_server, files):
     repo = make_repo(tmp_path / "repo", files)
     settings = query_settings(repo, tmp_path / "data", model_server, ai_embed_backend="ollama",
                               ai_embed_model="m")
-    from varaverk.indexer import refresh
+    from varaverk.index.indexer import refresh
     refresh(settings, progress=False)
     return Retriever(settings, reranker=False)
 
 
 def test_a_long_first_result_does_not_crowd_out_the_next_match(tmp_path, model_server,
                                                                 monkeypatch):
-    from varaverk.prompts import format_context
+    from varaverk.answering.prompts import format_context
     retriever = _guide(tmp_path, model_server, {
         "docs/guide.md": LONG,
         "docs/short.md": "# Pump\n\n## Valve\n\nThe valve w0x1 opens at 3 bar.\n"})
@@ -271,7 +271,7 @@ def test_a_short_subsection_comes_back_with_its_sibling_subsections(tmp_path, mo
 
 
 def test_a_window_too_long_for_the_prompt_leaves_room_for_the_next_hit(pump, monkeypatch):
-    from varaverk.prompts import format_context
+    from varaverk.answering.prompts import format_context
     hits = pump.search("PUMP_SETTING_07 cistern", 2)
     assert hits[0].grown and "cistern" in hits[1].chunk.text
     purpose = hits[1].chunk
@@ -299,7 +299,7 @@ def test_expand_counts_a_group_exactly_as_the_prompt_lays_it_out(pump):
     """What ``expand`` counted is what ``format_context`` emits (plus the blank line it counts
     before every group): nothing it hands over is cut, and no budget is left unspent on a
     miscount of labels or line breaks."""
-    from varaverk.prompts import format_context
+    from varaverk.answering.prompts import format_context
     hits = pump.search("PUMP_SETTING_07 cistern", 3)
     for budget in (300, 700, 1500, 100_000):
         groups = pump.expand(hits, budget)
@@ -313,7 +313,7 @@ def test_every_label_a_prompt_carries_names_the_file_section_and_lines_handed_ov
     """Citations stay checkable: read back as the model sees it, each chunk of the context sits
     under a label whose parts begin its own citation (the subtitle line completes it), in a
     file the repository tracks, at lines that hold the chunk's text."""
-    from varaverk.prompts import SUBTITLE, format_context
+    from varaverk.answering.prompts import SUBTITLE, format_context
     repo = pump.settings.ai_repo_root
     hits = pump.search("PUMP_SETTING_07 cistern", 3)
     groups = pump.expand(hits, 4000)
@@ -412,10 +412,10 @@ def test_merging_reads_the_leading_hits_chunks_in_turn_and_skips_a_vanished_one(
     # merging has its k results.
     import numpy as np
 
-    from varaverk.chunking import Chunk
+    from varaverk.documents.chunking import Chunk
     from varaverk.config import Settings
-    from varaverk.search import Hit, _Label
-    from varaverk.store import FileRow, Index, IndexChanges
+    from varaverk.retrieval.search import Hit, _Label
+    from varaverk.index.store import FileRow, Index, IndexChanges
 
     paths = [f"docs/{i}.md" for i in range(6)]
     chunks = [(Chunk(path=p, kind="doc", section="NOTES", title=p, start_line=1, end_line=9,

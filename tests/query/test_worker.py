@@ -6,7 +6,7 @@ import pytest
 
 from tests.query.conftest import query_settings
 from tests.support.environ import environ_without_ai
-from varaverk.answer import TurnEvent, TurnRequest, run_turn
+from varaverk.answering.answer import TurnEvent, TurnRequest, run_turn
 
 MOVER = "what stops rsync and the mover running at once"
 
@@ -175,7 +175,7 @@ def test_worker_cli_reads_a_request_and_writes_ndjson(settings, model_server, tm
                 "AI_DATA_DIR": str(settings.ai_data_dir), "AI_LOG_DIR": str(tmp_path / "log"),
                 "AI_GEN_BACKEND": "ollama", "AI_GEN_MODEL": "m",
                 "AI_OLLAMA_HOSTS": model_server.base_url})
-    entry = Path(__file__).resolve().parents[2] / "Tools" / "ai_chat_worker.py"
+    entry = Path(__file__).resolve().parents[2] / "Tools" / "varaverk_tools" / "ai_chat_worker.py"
     ledger = tmp_path / "t.db"
     out = subprocess.run([sys.executable, str(entry), "--token-db", str(ledger),
                           "--token-host", "hostA"],

@@ -3,10 +3,10 @@ known_secrets() and conf lookup read X, not Configurations/master.conf of the re
 
 from __future__ import annotations
 
-from varaverk.capabilities import conf_lookup, scrub
-from varaverk.capabilities.redaction import known_secrets
+from varaverk.answering.capabilities import conf_lookup, scrub
+from varaverk.answering.capabilities.redaction import known_secrets
 from varaverk.config import load_settings
-from varaverk.profiles import get_profile
+from varaverk.answering.profiles import get_profile
 
 
 def _setup(tmp_path):

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from tests.capabilities.conftest import turn
-from varaverk.capabilities import (ConfKeyNotAllowed, conf_lookup, draft_bug_report,
-                                   gather_context, scrub)
-from varaverk.capabilities.redaction import known_secrets
+from varaverk.answering.capabilities import (ConfKeyNotAllowed, conf_lookup, draft_bug_report,
+                                             gather_context, scrub)
+from varaverk.answering.capabilities.redaction import known_secrets
 from varaverk.config import ConfigError, Settings, load_settings
-from varaverk.profiles import get_profile
+from varaverk.answering.profiles import get_profile
 
 LOG_SHAPES = {
     'job: posting {"password": "Pw-json-7731"} to the relay': "Pw-json-7731",

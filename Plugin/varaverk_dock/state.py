@@ -1,0 +1,64 @@
+"""What one dock process holds, and how a view reaches it.
+
+Views and blueprints read the process's state with ``dock_state()``, never by importing the
+factory module (``varaverk_dock.app``), so the factory may import every blueprint.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from flask import current_app
+
+from varaverk.config import Settings
+from varaverk_dock.conversations import ChatStore
+
+log = logging.getLogger("varaverk.dock")
+
+# The key of the dock's state in ``app.extensions``.
+EXTENSION = "varaverk_dock"
+
+
+@dataclass
+class DockState:
+    """What one dock process holds: settings, the chat store and, made once, the retriever
+    and chat client the worker uses (one per process, created lazily after gunicorn forks)."""
+
+    settings: Settings
+    store: ChatStore
+    loopback: bool
+    retriever: Any = None
+    chat_client: Any = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get_chat_client(self):
+        """The process's chat client (``varaverk.answering.generation.make_chat_client``), made once."""
+        if self.chat_client is None:
+            with self._lock:
+                if self.chat_client is None:
+                    from varaverk.answering.generation import make_chat_client
+                    self.chat_client = make_chat_client(self.settings)
+        return self.chat_client
+
+    def get_retriever(self):
+        """The process's retriever, made once; None while no usable index exists (the worker
+        then reports that itself, and the next ask tries again)."""
+        if self.retriever is None:
+            with self._lock:
+                if self.retriever is None:
+                    from varaverk.retrieval.search import Retriever
+                    try:
+                        self.retriever = Retriever(self.settings, preload=True)
+                    except Exception as exc:  # IndexMissing, IndexMismatch, embedder errors
+                        log.warning("retriever unavailable: %s", exc)
+                        return None
+        return self.retriever
+
+
+
+def dock_state() -> DockState:
+    """The current application's DockState (inside a request or app context)."""
+    return current_app.extensions[EXTENSION]

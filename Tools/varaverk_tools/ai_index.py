@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+# Varaverk :: Tools/varaverk_tools/ai_index.py
+# Build and refresh the retrieval index of a repository's tracked documentation.
+#
+# PURPOSE
+#   ai-index turns the documentation a git repository tracks into the index that ai-query and
+#   the dock search: script headers split into their six sections and named paragraphs,
+#   README-*.md and Manual-*.md by heading, Deployment/*.template by group and key, and the
+#   top-level README.md, Manual.md and Notes_*.md design notes. Each chunk is embedded and
+#   stored with its vector in one SQLite file under AI_DATA_DIR, so a question can be answered
+#   from the repository's own words, with the place each answer came from.
+#
+# OPERATIONAL MODEL
+#   The run lists the repository with git ls-files -z -s, classifies every path by the
+#   AI_GLOBS_* settings and compares each document with its stored size and mtime. If nothing
+#   moved, HEAD is unchanged and the embedding settings are the same, it stops there without
+#   taking the lock, reading a file or loading the embedder. Otherwise it takes the index
+#   lock, reads the changed files, hashes them, re-chunks and re-embeds only those whose
+#   content really changed, drops the chunks of deleted and renamed files, and commits the
+#   whole run in one SQLite transaction. --force rebuilds every chunk the same way.
+#
+# DESIGN PRINCIPLES
+#   Tracked Documentation Only
+#     Only paths git ls-files lists are considered, and of those only the documentation kinds.
+#     Script bodies, git-ignored configuration and untracked drafts are never read, so live
+#     secrets cannot reach the index.
+#   Stat Before Read, Hash Before Embed
+#     An unchanged size and mtime means the file is not even opened; a changed mtime with the
+#     same content costs a hash, never an embedding. Embedding is the expensive step, so the
+#     run spends time there and almost nowhere else.
+#   One Model Per Index
+#     The index records the embedding backend, model and dimension. Vectors of two models are
+#     never mixed in one index, because their similarities mean nothing to each other.
+#
+# OPERATIONAL SAFEGUARDS
+#   Index Lock Against Overlapping Runs
+#     Two index runs never overlap: a run that has something to write holds an exclusive file
+#     lock on <index>.lock (AI_DATA_DIR/index.sqlite.lock) for its whole run and records its
+#     pid, host, start time and command beside it. A second run, for example a cron refresh
+#     starting during a manual --force rebuild, waits up to AI_INDEX_LOCK_TIMEOUT seconds and
+#     then exits with code 75, naming the run that holds the lock. The kernel releases the
+#     lock if the holder dies, so a crash never leaves a stale lock behind.
+#   All-Or-Nothing Commit
+#     Everything a run writes is committed in one SQLite transaction at its end. A run that
+#     fails, is interrupted with Ctrl-C or loses its embedding server midway leaves the
+#     previous index whole and searchable.
+#   Model Mismatch Refusal
+#     When AI_EMBED_BACKEND or AI_EMBED_MODEL name another model than the index was built
+#     with, the run stops with code 65 before embedding anything and says to rebuild with
+#     --force. Queries never compare vectors of different lengths.
+#   Bad Input Costs One File
+#     A binary file is skipped with a warning, a file that is not UTF-8 is decoded as cp1252
+#     with a warning naming it, and a chunk the embedding server refuses is split or recorded
+#     against its file and retried next run. One bad file never aborts the run; a run in
+#     which no chunk got a vector at all exits 70, so a cron wrapper notices.
+#   Symlinks And Submodules Are Not Followed
+#     Submodule gitlinks are skipped by their mode, symbolic links are never followed (one
+#     could lead outside the repository or into git-ignored configuration), and files deleted
+#     from the work tree lose their chunks instead of failing the run.
+#   Disabled By Default
+#     With AI_ENABLED=false the run logs one line and exits 0 without touching anything;
+#     --dry-run and --status still work because they contact nothing and write nothing.
+#
+# CONFIGURATION
+#   AI_ENABLED
+#     Master switch; false (the default) makes a refresh a logged no-op.
+#   AI_REPO_ROOT
+#     The repository whose tracked documentation is indexed (default: the one this tool
+#     runs from).
+#   AI_SOURCES
+#     More git work trees indexed beside it, NAME=TYPE:PATH (TYPE repo, notes or chats),
+#     each only from its own git ls-files; one index, each chunk naming its source.
+#   AI_DATA_DIR
+#     Folder of the index file index.sqlite and its lock (default:
+#     ~/.local/share/varaverk).
+#   AI_LOG_DIR
+#     Folder of ai-index.log, rotated at 1 MiB (default: ~/.local/state/varaverk/log).
+#   AI_EMBED_BACKEND
+#     local (offline all-MiniLM-L6-v2, the default), ollama or openai.
+#   AI_EMBED_MODEL
+#     The embedding model; empty means the backend's default.
+#   AI_EMBED_BATCH
+#     Chunks per embedding request (default: 32).
+#   AI_INDEX_LOCK_TIMEOUT
+#     Seconds a run waits for another run's lock before giving up with code 75 (default: 60).
+#   AI_GLOBS_HEADER
+#     Space-separated globs of scripts whose six-section header is indexed; AI_GLOBS_README,
+#     AI_GLOBS_MANUAL, AI_GLOBS_TEMPLATE and AI_GLOBS_DOC do the same for the other kinds.
+#
+# RUNTIME MODES
+#   (no option)
+#     Incremental refresh: only new, changed and deleted documents cost work.
+#   --force
+#     Rebuild every chunk from scratch, also to switch the embedding model.
+#   --dry-run
+#     List what would be indexed, per kind, with chunk counts; contacts no server and
+#     writes nothing, not even the data folder or the log.
+#   --status
+#     Show the index size, files and chunks per kind, skipped files with reasons, the
+#     embedding backend, model and dimension, the last build and whether the index is behind
+#     the repository; --json prints the same as one JSON object.
+"""ai-index: the entry point (``ai-index`` console script, or ``python Tools/varaverk_tools/ai_index.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+# Nothing heavier at import: each step imports what it needs, so that `--help`, AI_ENABLED=false
+# and the no-op refresh stay near the cost of git ls-files (tests/benchmarks/bench_refresh.py).
+from varaverk import exitcodes
+from varaverk.cli import HelpFormatter
+from varaverk.config import add_config_option
+
+EPILOG = """\
+modes:
+  (default)   incremental refresh: unchanged files are not read, unchanged content is not
+              re-embedded, deleted and renamed files lose their chunks
+  --force     full rebuild (also required after changing AI_EMBED_BACKEND/AI_EMBED_MODEL)
+  --dry-run   list what would be indexed per kind with chunk counts; no server, no writes
+  --status    what the index holds and whether it is behind the repository
+
+""" + exitcodes.epilog(exitcodes.OK, exitcodes.FAILURE, exitcodes.USAGE, exitcodes.MISMATCH,
+                       exitcodes.NO_INDEX, exitcodes.UNAVAILABLE, exitcodes.EMBED_FAILED,
+                       exitcodes.LOCKED, exitcodes.CONFIG, exitcodes.INTERRUPTED)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ai-index."""
+    parser = argparse.ArgumentParser(
+        prog="ai-index", formatter_class=HelpFormatter, epilog=EPILOG,
+        description="Index the tracked documentation of a git repository for ai-query and the "
+                    "dock: script headers, README-*.md, Manual-*.md, Deployment templates and "
+                    "top-level docs, embedded into one SQLite file under AI_DATA_DIR.")
+    add_config_option(parser)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--force", action="store_true", help="rebuild the whole index")
+    mode.add_argument("--dry-run", action="store_true",
+                      help="show what would be indexed; contact nothing, write nothing")
+    mode.add_argument("--status", action="store_true", help="show what the index holds")
+    parser.add_argument("--json", action="store_true",
+                        help="with --status or --dry-run: print one JSON object")
+    noise = parser.add_mutually_exclusive_group()
+    noise.add_argument("-v", "--verbose", action="store_true", help="debug output")
+    noise.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ai-index; returns the exit code (see ``EPILOG``)."""
+    from varaverk.cli import run
+    return run("ai-index", _main, argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    from varaverk.config import load_settings
+    from varaverk.logs import setup_logging
+
+    settings = load_settings(args.config)
+    if args.dry_run or args.status:
+        setup_logging(settings, "ai-index", args.verbose, args.quiet, to_file=False)
+        from varaverk.terminal import human_output  # tracked names may hold ESC
+        with human_output(enabled=not args.json):
+            return _dry_run(settings, args) if args.dry_run else _status(settings, args)
+
+    log = setup_logging(settings, "ai-index", args.verbose, args.quiet)
+    if not settings.ai_enabled:
+        log.info("AI_ENABLED is false: nothing indexed (set AI_ENABLED=true to enable)")
+        return exitcodes.OK
+    return _refresh(settings, args, log)
+
+
+def _refresh(settings, args, log) -> int:
+    from varaverk.index import indexer
+
+    try:
+        report = indexer.refresh(settings, None, force=args.force,
+                                 progress=False if args.quiet else None)
+    except KeyboardInterrupt:
+        log.error("interrupted: nothing was written, the previous index is unchanged")
+        return exitcodes.INTERRUPTED
+    except Exception as exc:
+        from varaverk.embedding import EmbeddingError, EmbeddingUnavailable
+        if not isinstance(exc, EmbeddingError):
+            raise  # varaverk.cli.run reports it (its exit code, or 1 and the traceback)
+        what = ("embedding server unavailable" if isinstance(exc, EmbeddingUnavailable)
+                else "embedding failed")
+        log.error("%s: %s — nothing was written, the previous index is unchanged", what, exc)
+        return exc.exit_code
+    if not report.tracked:
+        log.info("the repository has no tracked files yet: 0 documents indexed")
+        return exitcodes.OK
+    for path, reason in report.skipped:
+        log.debug("skipped %s: %s", path, reason)
+    log.info("%s", report.summary())
+    if report.chunks_failed and not (report.chunks_embedded or report.chunks_reused):
+        log.error("no chunk got a vector: %d failed (the log names each failure; the files are "
+                  "recorded and retried on the next run)", report.chunks_failed)
+        return exitcodes.EMBED_FAILED
+    return exitcodes.OK
+
+
+def _dry_run(settings, args) -> int:
+    from varaverk.index import indexer
+    from varaverk.embedding import make_embedder
+
+    embedder = make_embedder(settings)  # nothing is contacted; local counts tokens offline
+    result = indexer.plan(settings, embedder.count_tokens, embedder.max_tokens)
+    result["embedder"] = {"backend": embedder.backend, "model": embedder.model,
+                          "max_tokens": embedder.max_tokens}
+    if args.json:
+        import json
+        print(json.dumps(result, indent=2, ensure_ascii=False))
+        return exitcodes.OK
+    print(f"dry run: {result['repo_root']} (HEAD {result['head'] or 'none: no commits yet'}), "
+          f"{result['tracked']} tracked files{_in_sources(result)}; nothing contacted, "
+          f"nothing written")
+    print(f"embedder: {embedder.backend}/{embedder.model}, {embedder.max_tokens} tokens per chunk")
+    for kind, counts in result["kinds"].items():
+        print(f"  {kind:<9} {counts['files']:>5} files {counts['chunks']:>6} chunks")
+    print(f"  {'total':<9} {len(result['files']):>5} files {result['chunks']:>6} chunks")
+    for item in result["files"]:
+        print(f"    {item['kind']:<9} {item['chunks']:>4}  {item['path']}")
+    if result["skipped"]:
+        print(f"skipped: {len(result['skipped'])}")
+        for item in result["skipped"]:
+            print(f"    {item['path']}: {item['reason']}")
+    return exitcodes.OK
+
+
+def _status(settings, args) -> int:
+    from varaverk.index import indexer
+    from varaverk.index.store import IndexMissing
+
+    try:
+        info = indexer.status(settings)
+    except IndexMissing as exc:
+        if args.json:
+            import json
+            print(json.dumps({"path": str(settings.index_path), "exists": False,
+                              "message": str(exc)}))
+        else:
+            print(f"ai-index: {exc}", file=sys.stderr)
+        return exitcodes.NO_INDEX
+    info["exists"] = True
+    if args.json:
+        import json
+        print(json.dumps(info, indent=2, ensure_ascii=False))
+        return exitcodes.OK
+    meta, behind = info["meta"], info["behind"]
+    print(f"index: {info['path']} ({info['size_bytes'] / 1024:.0f} KiB, "
+          f"schema {meta.get('schema_version', '?')})")
+    print(f"repository: {info['repository']['root']} "
+          f"({info['repository']['tracked']} tracked files)")
+    _print_sources(info.get("sources") or [])
+    if meta.get("embed_backend"):
+        print(f"embedder: {meta['embed_backend']}/{meta['embed_model']}, "
+              f"{meta.get('embed_dimension', '?')} dimensions")
+    else:
+        print("embedder: none yet (no chunks embedded)")
+    print(f"last build: {meta.get('built_at', 'never')} ({meta.get('last_run', '?')}), "
+          f"took {float(meta.get('build_seconds') or 0):.1f} s, "
+          f"HEAD {meta.get('head') or 'none'}")
+    files = info["files"]
+    print(f"files: {files.get('indexed', 0)} indexed, {files.get('partial', 0)} partial, "
+          f"{files.get('skipped', 0)} skipped, {info['tracked']} accounted for; "
+          f"chunks: {info['chunks']}")
+    for kind in sorted(set(info["files_by_kind"]) | set(info["chunks_by_kind"])):
+        print(f"  {kind or '-':<9} {info['files_by_kind'].get(kind, 0):>5} files "
+              f"{info['chunks_by_kind'].get(kind, 0):>6} chunks")
+    for item in info["partial"]:
+        print(f"  partial {item['path']}: {item['reason']}")
+    for item in info.get("masked", ()):
+        print(f"warning: {item['path']}: {item['reason']} — a secret committed by mistake? "
+              "remove it from the repository")
+    if info["skipped"]:
+        print(f"skipped ({len(info['skipped'])}):")
+        for item in info["skipped"]:
+            print(f"  {item['path']}: {item['reason']}")
+    if behind["behind"]:
+        parts = []
+        if behind["head_moved"]:
+            parts.append(f"HEAD moved from {behind['stored_head'] or 'none'} to "
+                         f"{info['repository']['head'] or 'none'}")
+        for key in ("changed", "added", "removed"):
+            if behind[key]:
+                parts.append(f"{len(behind[key])} {key}")
+        if parts:
+            print("behind the repository: " + "; ".join(parts) + " — run ai-index")
+        if behind["embedder_changed"]:
+            print(f"the settings name another embedder ({behind['configured_embedder']}) than "
+                  f"built the index — run ai-index --force to rebuild")
+    else:
+        print("up to date with the repository")
+    return exitcodes.OK
+
+
+def _in_sources(result: dict) -> str:
+    names = result.get("sources") or []
+    return f" in {len(names)} sources ({', '.join(names)})" if len(names) > 1 else ""
+
+
+def _print_sources(rows: list[dict]) -> None:
+    """One line per source, when AI_SOURCES names any besides the repository."""
+    if len(rows) < 2:
+        return
+    print("sources:")
+    for row in rows:
+        state = "behind" if row["behind"] else "up to date"
+        print(f"  {row['name']:<10} {row['type']:<6} {row['files']:>5} files "
+              f"{row['chunks']:>6} chunks {row['skipped']:>5} skipped  {state}  {row['root']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
