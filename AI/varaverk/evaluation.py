@@ -333,7 +333,7 @@ def baseline_setup(repo_root: Path, embedder, cache_dir: Path | None = None,
 
 def _windows_of(root: Path, stored_path) -> list[tuple[str, str]]:
     """``(stored path, window)`` for every tracked UTF-8 text file of one work tree."""
-    from varaverk.documents.tracked import list_tracked
+    from varaverk.documents.tracked_files import list_tracked
 
     items: list[tuple[str, str]] = []
     for rel in _tracked_paths(list_tracked(root)):
@@ -352,7 +352,7 @@ def _windows_of(root: Path, stored_path) -> list[tuple[str, str]]:
 
 
 def _tracked_paths(listing) -> list[str]:
-    """Regular tracked files of a ``varaverk.documents.tracked.Listing`` (no gitlinks, no symlinks)."""
+    """Regular tracked files of a ``varaverk.documents.tracked_files.Listing`` (no gitlinks, no symlinks)."""
     return [e.path for e in listing.entries if str(e.mode) in ("100644", "100755")]
 
 

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 from tests.support.environ import environ_without_ai
 from tests.support.repos import make_harborlab
 from varaverk.index import indexer
-from varaverk.documents import tracked
+from varaverk.documents import tracked_files
 from varaverk.documents.chunking import chunk_document
 from varaverk.config import Settings
 from varaverk.embedding import make_embedder
@@ -34,14 +34,14 @@ from varaverk.embedding import make_embedder
 
 def chunk_texts(settings, emb) -> list[str]:
     """The embed texts of every chunk a rebuild of ``settings.ai_repo_root`` stores."""
-    listing = sources.list_tracked(settings.ai_repo_root)
-    matcher = sources.KindMatcher.from_settings(settings)
+    listing = tracked_files.list_tracked(settings.ai_repo_root)
+    matcher = tracked_files.KindMatcher.from_settings(settings)
     texts = []
     for entry in listing.entries:
         kind = matcher.kind_of(entry.path)
         if not kind:
             continue
-        decoded = sources.decode((listing.root / entry.path).read_bytes())
+        decoded = tracked_files.decode((listing.root / entry.path).read_bytes())
         if decoded.text is None:
             continue
         texts += [c.embed_text for c in chunk_document(entry.path, kind, decoded.text,

@@ -81,7 +81,7 @@ def test_library_errors_share_one_base_with_their_codes_and_kinds():
     from varaverk.answering.generation import GenerationError, GenerationUnavailable
     from varaverk.locking import LockBusy
     from varaverk.answering.profiles import UnknownProfile
-    from varaverk.documents.tracked import SourcesError
+    from varaverk.documents.tracked_files import SourcesError
     from varaverk.index.store import IndexCorrupt, IndexMismatch, IndexMissing
 
     expected = {

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from tests.support.repos import git, make_repo
-from varaverk.documents import tracked
+from varaverk.documents import tracked_files
 from varaverk.config import Settings
-from varaverk.documents.tracked import KindMatcher, compile_globs, decode, list_tracked
+from varaverk.documents.tracked_files import KindMatcher, compile_globs, decode, list_tracked
 
 
 def test_b01_exact_names_from_ls_files_z(tmp_path):
@@ -35,8 +35,8 @@ def test_b01_non_utf8_name_is_decoded_with_surrogateescape(tmp_path):
     git(repo, "add", "-A")
     (entry,) = list_tracked(repo).entries
     assert os.fsencode(entry.path) == b"README-caf\xe9.md"
-    assert not sources.is_valid_name(entry.path)
-    assert sources.printable_name(entry.path) == "README-caf\\xe9.md"
+    assert not tracked_files.is_valid_name(entry.path)
+    assert tracked_files.printable_name(entry.path) == "README-caf\\xe9.md"
 
 
 def test_b02_submodule_by_mode_and_rm_file_missing(tmp_path):
@@ -50,9 +50,9 @@ def test_b02_submodule_by_mode_and_rm_file_missing(tmp_path):
     assert modes["docs/theme"] == "160000"
     assert "docs/theme/README.md" not in modes
     by_path = {e.path: e for e in listing.entries}
-    assert sources.lstat_entry(repo, by_path["docs/theme"]) == (None, sources.REASON_SUBMODULE)
-    assert sources.lstat_entry(repo, by_path["Manual-old.md"]) == (None, sources.REASON_MISSING)
-    st, reason = sources.lstat_entry(repo, by_path["README.md"])
+    assert tracked_files.lstat_entry(repo, by_path["docs/theme"]) == (None, tracked_files.REASON_SUBMODULE)
+    assert tracked_files.lstat_entry(repo, by_path["Manual-old.md"]) == (None, tracked_files.REASON_MISSING)
+    st, reason = tracked_files.lstat_entry(repo, by_path["README.md"])
     assert reason == "" and st.st_size == len(b"# Super\n")
 
 
@@ -76,7 +76,7 @@ def test_b04_detached_head_gives_the_sha(tmp_path):
 
 
 def test_not_a_repository_raises_sources_error(tmp_path):
-    with pytest.raises(sources.SourcesError, match="cannot list tracked files"):
+    with pytest.raises(tracked_files.SourcesError, match="cannot list tracked files"):
         list_tracked(tmp_path)
 
 
@@ -151,8 +151,8 @@ def test_symlinks_are_never_followed(tmp_path):
     git(repo, "add", "-A")
     by_path = {e.path: e for e in list_tracked(repo).entries}
     assert by_path["README-out.md"].mode == "120000"
-    assert sources.lstat_entry(repo, by_path["README-out.md"])[1] == sources.REASON_SYMLINK_OUT
-    assert sources.lstat_entry(repo, by_path["README-in.md"])[1] == sources.REASON_SYMLINK_IN
+    assert tracked_files.lstat_entry(repo, by_path["README-out.md"])[1] == tracked_files.REASON_SYMLINK_OUT
+    assert tracked_files.lstat_entry(repo, by_path["README-in.md"])[1] == tracked_files.REASON_SYMLINK_IN
 
 
 def test_decode_utf8_bom_crlf_and_cr():
@@ -183,8 +183,8 @@ def test_oversized_document_is_skipped_without_reading(tmp_path, monkeypatch):
     repo = make_repo(tmp_path / "r", {"README.md": "# R\n" + "x" * 100})
     monkeypatch.setattr(sources, "MAX_DOCUMENT_BYTES", 50)
     (entry,) = list_tracked(repo).entries
-    st, reason = sources.lstat_entry(repo, entry)
-    assert reason == sources.REASON_TOO_LARGE and st.st_size == 104
+    st, reason = tracked_files.lstat_entry(repo, entry)
+    assert reason == tracked_files.REASON_TOO_LARGE and st.st_size == 104
 
 
 def test_scripts_without_an_extension_are_classified_by_shebang(tmp_path):
@@ -201,7 +201,7 @@ def test_scripts_without_an_extension_are_classified_by_shebang(tmp_path):
     os.symlink(repo / "bin/rotate", repo / "bin/linked")
     git(repo, "add", "bin/linked")
     listing = list_tracked(repo)
-    kinds = {e.path: sources.shebang_kind(repo, e) for e in listing.entries}
+    kinds = {e.path: tracked_files.shebang_kind(repo, e) for e in listing.entries}
     assert kinds == {"bin/rotate": "header", "bin/prune": "header", "bin/notes": None,
                      "bin/tool.postinst": None, "bin/run.command": "header",
                      "bin/node-thing": None, "bin/linked": None}
@@ -219,7 +219,7 @@ def test_default_globs_cover_commented_configuration_files():
 
 def test_kind_matcher_compiles_its_globs_on_first_use():
     """A matcher nobody asks costs no glob translation (a no-op refresh builds one)."""
-    probe = ("import sys\nfrom varaverk.documents.tracked import KindMatcher\n"
+    probe = ("import sys\nfrom varaverk.documents.tracked_files import KindMatcher\n"
              "m = KindMatcher({'readme': ['**/README-*.md']}, ['old/**'])\n"
              "print('wcmatch' in sys.modules)\n"
              "print(m.kind_of('a/README-x.md'), m.kind_of('old/README-x.md'), m.excluded('old/y'))\n"
@@ -229,5 +229,5 @@ def test_kind_matcher_compiles_its_globs_on_first_use():
 
 
 def test_classifier_stamp_covers_the_glob_code():
-    stamp = sources.classifier_stamp()
-    assert len(stamp) == 8 and stamp == sources.classifier_stamp()
+    stamp = tracked_files.classifier_stamp()
+    assert len(stamp) == 8 and stamp == tracked_files.classifier_stamp()

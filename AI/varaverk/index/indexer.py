@@ -2,7 +2,7 @@
 
 ``refresh`` keeps the SQLite index in step with the repository's tracked documentation:
 
-1. List tracked paths (``varaverk.documents.tracked``: ``git ls-files -z -s``) and HEAD.
+1. List tracked paths (``varaverk.documents.tracked_files``: ``git ls-files -z -s``) and HEAD.
 2. Compare each with its stored row by ``lstat`` only: a file whose size and mtime_ns have not
    moved is skipped without being read, unless it is racy (git's rule: its mtime is not older
    than the start of the run that stored it), which is hashed. If nothing moved, HEAD is the same and the embedding
@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ContextManager, NamedTuple
 
-from varaverk.documents import tracked
+from varaverk.documents import tracked_files
 from varaverk.logs import DETAIL
 from varaverk.named_sources import (DEFAULT_SOURCE, NOTE_KINDS, SourceSpec, all_sources)
 from varaverk.index.store import (FileRow, FileState, Index, IndexChanges, IndexCorrupt, IndexMissing,
@@ -169,9 +169,9 @@ VERDICTS_META = "glob_verdicts"
 
 def _globs_fingerprint(settings, specs: list[SourceSpec]) -> str:
     """The ``AI_GLOBS_*`` settings, the sources' names and types, and the code that applies
-    them (``sources.classifier_stamp``): while these are the same, so is every glob verdict."""
-    globs = {kind: tuple(getattr(settings, f"ai_globs_{kind}")) for kind in sources.KINDS}
-    return repr((sources.classifier_stamp(), globs, tuple(settings.ai_globs_exclude),
+    them (``tracked_files.classifier_stamp``): while these are the same, so is every glob verdict."""
+    globs = {kind: tuple(getattr(settings, f"ai_globs_{kind}")) for kind in tracked_files.KINDS}
+    return repr((tracked_files.classifier_stamp(), globs, tuple(settings.ai_globs_exclude),
                  [(spec.name, spec.type) for spec in specs]))
 
 
@@ -193,7 +193,7 @@ def _known_verdicts(meta: dict | None, fingerprint: str) -> dict | None:
     return verdicts
 
 
-def _list_all(settings, matcher: sources.KindMatcher, states: dict | None = None,
+def _list_all(settings, matcher: tracked_files.KindMatcher, states: dict | None = None,
               meta: dict | None = None) -> tuple[_Listed, list[_Entry]]:
     """List and classify every source (the repository first, then ``AI_SOURCES``);
     ``states`` (the stored file rows) as ``_classify`` takes them; ``meta``: the stored meta,
@@ -211,7 +211,7 @@ def _list_all(settings, matcher: sources.KindMatcher, states: dict | None = None
     heads, roots = {}, {}
     repo = None
     for spec in specs:
-        listing = sources.list_tracked(spec.root)
+        listing = tracked_files.list_tracked(spec.root)
         repo = repo or listing
         tracked.extend(listing.entries)
         heads[spec.name], roots[spec.name] = listing.head or "", str(listing.root)
@@ -220,7 +220,7 @@ def _list_all(settings, matcher: sources.KindMatcher, states: dict | None = None
                    repr((fingerprint, dict(sorted(verdicts.items()))))), entries
 
 
-def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
+def _classify(listing: tracked_files.Listing, matcher: tracked_files.KindMatcher,
               spec: SourceSpec, states: dict | None,
               verdicts: tuple[dict | None, dict]) -> list[_Entry]:
     """Kind and disk check of every tracked path of one source (the kind: ``_kind``)."""
@@ -228,34 +228,34 @@ def _classify(listing: sources.Listing, matcher: sources.KindMatcher,
     entries = []
     for tracked in listing.entries:
         extra = (spec.name, tracked.path, listing.root)
-        if not sources.is_valid_name(tracked.path):
-            entries.append(_Entry(spec.stored_path(sources.printable_name(tracked.path)), "",
-                                  sources.REASON_BAD_NAME, None, *extra))
+        if not tracked_files.is_valid_name(tracked.path):
+            entries.append(_Entry(spec.stored_path(tracked_files.printable_name(tracked.path)), "",
+                                  tracked_files.REASON_BAD_NAME, None, *extra))
             continue
         path = spec.stored_path(tracked.path)
         kind, sniff_st = _kind(listing.root, tracked, spec, matcher,
                                states.get(path) if states else None, verdicts, folders)
-        if tracked.mode == sources.GITLINK_MODE:  # a folder of another repository
-            entries.append(_Entry(path, kind, sources.REASON_SUBMODULE, None, *extra))
+        if tracked.mode == tracked_files.GITLINK_MODE:  # a folder of another repository
+            entries.append(_Entry(path, kind, tracked_files.REASON_SUBMODULE, None, *extra))
             continue
         if not kind:
-            entries.append(_Entry(path, "", sources.REASON_NOT_DOC, sniff_st, *extra))
+            entries.append(_Entry(path, "", tracked_files.REASON_NOT_DOC, sniff_st, *extra))
             continue
         # A script known by its shebang was lstat-checked by the sniff (``_sniffed``).
         st, reason = (sniff_st, "") if sniff_st is not None else \
-            sources.lstat_entry(listing.root, tracked, folders)
+            tracked_files.lstat_entry(listing.root, tracked, folders)
         entries.append(_Entry(path, kind, reason, st, *extra))
     return entries
 
 
-def _kind(root: Path, tracked: sources.TrackedPath, spec: SourceSpec,
-          matcher: sources.KindMatcher, stored: FileState | None,
+def _kind(root: Path, tracked: tracked_files.TrackedPath, spec: SourceSpec,
+          matcher: tracked_files.KindMatcher, stored: FileState | None,
           verdicts: tuple[dict | None, dict], folders: dict[str, str]
           ) -> tuple[str, os.stat_result | None]:
     """One tracked path's kind ("" for none) and the lstat of a sniffed script (``_sniffed``).
 
     A repository path's kind is its globs' verdict (``matcher``: kind, or excluded), else for
-    a script candidate no glob names (``sources.could_be_script``) its shebang. ``verdicts``
+    a script candidate no glob names (``tracked_files.could_be_script``) its shebang. ``verdicts``
     = ``(known, found)``: the globs' verdicts on script candidates recorded by the last run
     under the same globs (None: none or other globs), and the dict this run's go into. A path
     with a stored row needs no glob then: a candidate's verdict is known, and any other path's
@@ -265,7 +265,7 @@ def _kind(root: Path, tracked: sources.TrackedPath, spec: SourceSpec,
         return spec.kind_of(tracked.path, matcher) or "", None
     known, found = verdicts
     path = spec.stored_path(tracked.path)
-    candidate = sources.could_be_script(tracked)
+    candidate = tracked_files.could_be_script(tracked)
     if known is not None and stored is not None and path in known:
         kind, excluded = known[path]
     elif known is not None and stored is not None and not candidate:
@@ -279,9 +279,9 @@ def _kind(root: Path, tracked: sources.TrackedPath, spec: SourceSpec,
     return _sniffed(root, tracked, stored, folders)
 
 
-def _sniffed(root: Path, tracked: sources.TrackedPath, stored: FileState | None,
+def _sniffed(root: Path, tracked: tracked_files.TrackedPath, stored: FileState | None,
              folders: dict[str, str]) -> tuple[str, os.stat_result | None]:
-    """``("header", st)`` for a script candidate (``sources.could_be_script``, decided by
+    """``("header", st)`` for a script candidate (``tracked_files.could_be_script``, decided by
     ``_kind``) known by its shebang only, else ``("", st)``; ``st`` is the path's lstat (None
     when it cannot be read).
 
@@ -289,12 +289,12 @@ def _sniffed(root: Path, tracked: sources.TrackedPath, stored: FileState | None,
     no-op run opens no file; a changed file is sniffed again, as it may have gained or lost
     its shebang. ``--force`` (no stored states) sniffs every candidate.
     """
-    st, reason = sources.lstat_entry(root, tracked, folders)
+    st, reason = tracked_files.lstat_entry(root, tracked, folders)
     if reason or st is None:
         return "", None
     if stored is not None and (stored.size, stored.mtime_ns) == (st.st_size, st.st_mtime_ns):
         return ("header" if stored.kind == "header" else ""), st
-    return sources.shebang_kind(root, tracked, st) or "", st
+    return tracked_files.shebang_kind(root, tracked, st) or "", st
 
 
 # Git's racy-timestamp rule: a file whose stored mtime is not older than the start of the run
@@ -372,22 +372,22 @@ def _read(root: Path, entry: _Entry) -> tuple[bytes | None, str]:
     ``root``: the repository; an entry of another source is read from its own work tree.
     """
     try:
-        with sources.open_tracked(entry.root or root, entry.rel or entry.path, entry.st) as fh:
+        with tracked_files.open_tracked(entry.root or root, entry.rel or entry.path, entry.st) as fh:
             return fh.read(), ""
     except OSError as exc:
-        reason = f"{sources.REASON_UNREADABLE}: {exc.strerror or exc}"
+        reason = f"{tracked_files.REASON_UNREADABLE}: {exc.strerror or exc}"
         log.warning("%s: %s", entry.path, reason)
         return None, reason
 
 
 def _decode_and_chunk(entry: _Entry, data: bytes, count_tokens, max_tokens: int,
-                      links: Any = None) -> tuple[sources.Decoded, list, str]:
+                      links: Any = None) -> tuple[tracked_files.Decoded, list, str]:
     """Decode and chunk one document: ``(decoded, chunks, skip reason or "")``.
 
     Shared by ``refresh`` and ``plan`` so a dry run predicts exactly what a run stores.
     ``links``: a zero-argument callable giving the source's link titles (notes sources).
     """
-    decoded = sources.decode(data)
+    decoded = tracked_files.decode(data)
     if decoded.text is None:
         log.warning("%s: skipped: %s", entry.path, decoded.warning)
         return decoded, [], decoded.warning
@@ -411,7 +411,7 @@ MASK_NOTE = "masked secret-looking values on line"
 _COMMENT_LEAD = re.compile(r"^[\s#;/*!-]+")
 
 
-def _mask(decoded: sources.Decoded) -> sources.Decoded:
+def _mask(decoded: tracked_files.Decoded) -> tracked_files.Decoded:
     """The document with secret-looking values masked before chunking (so before embedding
     and FTS), every masked value in ``masked``; ``_report_masked`` keeps the indexed ones."""
     from varaverk.secret_patterns import mask_secrets
@@ -422,7 +422,7 @@ def _mask(decoded: sources.Decoded) -> sources.Decoded:
     return decoded._replace(text=masked.text, masked=masked.hits)
 
 
-def _report_masked(path: str, decoded: sources.Decoded, chunks: list) -> sources.Decoded:
+def _report_masked(path: str, decoded: tracked_files.Decoded, chunks: list) -> tracked_files.Decoded:
     """Keep and log (as warnings) only the masked values whose line a chunk holds: a value in
     a script's body or an unindexed part of a file never reaches the index, so it is no
     finding and must not bury the real ones."""
@@ -530,7 +530,7 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
     """
     started = time.monotonic()
     report = IndexReport(force=force)
-    matcher = sources.KindMatcher.from_settings(settings)  # compiled only if a kind is needed
+    matcher = tracked_files.KindMatcher.from_settings(settings)  # compiled only if a kind is needed
     index_path = Path(settings.index_path)
 
     if not force and index_path.is_file():
@@ -854,7 +854,7 @@ def _masked_text(root: Path, entry: _Entry) -> str | None:
     """A note's text as it is chunked (decoded, secrets masked), or None when unreadable.
     Link titles come from it, so a secret in one note's title never enters another's text."""
     data = _read(root, entry)[0]
-    decoded = sources.decode(data) if data is not None else None
+    decoded = tracked_files.decode(data) if data is not None else None
     if decoded is None or decoded.text is None:
         return None
     from varaverk.secret_patterns import mask_secrets
@@ -1002,8 +1002,8 @@ def plan(settings, count_tokens: Callable[[str], int] | None = None, max_tokens:
         "files": [{"path", "kind", "chunks", "encoding"}], "skipped": [{"path", "kind",
         "reason"}], "chunks"}``.
     """
-    listing, entries = _list_all(settings, sources.KindMatcher.from_settings(settings))
-    kinds: dict[str, dict[str, int]] = {k: {"files": 0, "chunks": 0} for k in sources.KINDS}
+    listing, entries = _list_all(settings, tracked_files.KindMatcher.from_settings(settings))
+    kinds: dict[str, dict[str, int]] = {k: {"files": 0, "chunks": 0} for k in tracked_files.KINDS}
     files, skipped = [], []
     links: dict = {}
     for entry in entries:
@@ -1046,7 +1046,7 @@ def status(settings) -> dict[str, Any]:
         info = idx.status()
         states = idx.file_states()
     meta = info["meta"]
-    listing, entries = _list_all(settings, sources.KindMatcher.from_settings(settings), states,
+    listing, entries = _list_all(settings, tracked_files.KindMatcher.from_settings(settings), states,
                                  meta)
     changed, added, removed = _differences(entries, states, listing.root, meta)
     head_moved = _heads_moved(listing, meta)
