@@ -43,10 +43,10 @@ def tool_root() -> Path:
     """The repository the tool runs from: the nearest folder above this package holding
     ``.git`` (a folder, or a file in a worktree or submodule checkout).
 
-    Falls back to the folder above ``AI/`` when there is none (a plain copy). Found by walking
+    Falls back to the folder holding ``AI/`` when there is none (a plain copy). Found by walking
     up rather than asking git, because every command pays for this on start-up.
     """
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[2]
     for folder in (here, *here.parents):
         if (folder / ".git").exists():
             return folder

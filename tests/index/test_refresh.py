@@ -114,7 +114,7 @@ def test_a_no_op_run_takes_kinds_from_the_index_until_the_globs_change(lab):
     that decided them are the same; a changed glob is applied to every path at once."""
     repo, settings, server = lab
     indexer.refresh(settings, progress=False)
-    probe = ("import sys\nfrom varaverk import indexer\nfrom varaverk.config import load_settings\n"
+    probe = ("import sys\nfrom varaverk.index import indexer\nfrom varaverk.config import load_settings\n"
              "report = indexer.refresh(load_settings(None), progress=False)\n"
              "print(report.unchanged, report.wrote, 'wcmatch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
@@ -144,7 +144,7 @@ def test_recorded_glob_verdicts_decide_script_candidates_as_the_globs_would(tmp_
     kinds = dict(_rows(settings, "SELECT path, kind FROM files"))
     assert (kinds["bin/rotate"], kinds["tools/run.rb"], kinds["Configurations/hosts"]) == \
         ("header", "header", "")
-    probe = ("import sys\nfrom varaverk import indexer\nfrom varaverk.config import load_settings\n"
+    probe = ("import sys\nfrom varaverk.index import indexer\nfrom varaverk.config import load_settings\n"
              "report = indexer.refresh(load_settings(None), progress=False)\n"
              "print(report.wrote, 'wcmatch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,

@@ -181,7 +181,7 @@ def test_binary_is_detected_by_nul_in_first_8k():
 
 def test_oversized_document_is_skipped_without_reading(tmp_path, monkeypatch):
     repo = make_repo(tmp_path / "r", {"README.md": "# R\n" + "x" * 100})
-    monkeypatch.setattr(sources, "MAX_DOCUMENT_BYTES", 50)
+    monkeypatch.setattr(tracked_files, "MAX_DOCUMENT_BYTES", 50)
     (entry,) = list_tracked(repo).entries
     st, reason = tracked_files.lstat_entry(repo, entry)
     assert reason == tracked_files.REASON_TOO_LARGE and st.st_size == 104
