@@ -14,8 +14,9 @@ from tests.query.conftest import query_settings
 from tests.support.repos import git
 from varaverk.documents.chunking import Chunk
 from varaverk.retrieval.coverage import (LEADING, MIN_MARGIN, MISSED_COST, REF_RANK, Coverage,
-                                         inflections, measure, pool_margin, word_forms, word_weight)
+                                         measure, pool_margin, word_forms, word_weight)
 from varaverk.index.store import FileRow, Index, IndexChanges
+from varaverk.text import inflections
 
 # A photo service's manual, added to the harborlab repository: the index then holds ~1,100
 # chunks, enough for a pool edge, and questions about the photo service have one right page.

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from varaverk.documents.chunking import Chunk
-from varaverk.retrieval.lexical import Bm25, tokens
+from varaverk.retrieval.lexical import Bm25
+from varaverk.text import fts_terms, fts_tokens
 from varaverk.index.store import FileRow, Index, IndexChanges
-from varaverk.text import fts_terms
 
 TEXTS = [
     ("Backup/rsync_mirror.sh", "MOVER_STOP_TIMEOUT", "How long to wait for the mover to stop "
@@ -47,10 +47,10 @@ def idx(tmp_path_factory):
 
 
 def test_tokens_split_like_unicode61():
-    assert tokens("--force-delete") == ["force", "delete"]
-    assert tokens("MOVER_STOP_TIMEOUT") == ["mover_stop_timeout"]
-    assert tokens("auth.session_length") == ["auth", "session_length"]
-    assert tokens("café") is None  # only FTS5 folds non-ASCII
+    assert fts_tokens("--force-delete") == ["force", "delete"]
+    assert fts_tokens("MOVER_STOP_TIMEOUT") == ["mover_stop_timeout"]
+    assert fts_tokens("auth.session_length") == ["auth", "session_length"]
+    assert fts_tokens("café") is None  # only FTS5 folds non-ASCII
 
 
 def test_doc_lengths_decode_multibyte_varints(idx):

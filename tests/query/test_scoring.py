@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from varaverk.retrieval.routing import SHAPE_SECTIONS, route
-from varaverk.retrieval.search import (dense_scores, exact_names, filter_mask, lexical_text,
-                                       normalise_title, rrf, top_k)
+from varaverk.retrieval.search import dense_scores, filter_mask, rrf, top_k
+from varaverk.text import exact_names, lexical_text, normalise_title
 from varaverk.index.store import usable_rows as valid_rows
 
 
@@ -154,7 +154,7 @@ def test_contractions_are_found_where_a_plain_search_finds_them():
     # lexical_text's pattern is tried from word starts only and takes letters possessively
     import re
 
-    from varaverk.retrieval.search import _CONTRACTION
+    from varaverk.text import _CONTRACTION
 
     plain = re.compile(r"\w+['\u2019]\w+")
     questions = _routing_questions() + [

@@ -25,7 +25,7 @@ import logging
 import re
 from typing import Any, Sequence
 
-from varaverk.retrieval.search import STOPWORDS, exact_names
+from varaverk.text import content_words, exact_names
 
 log = logging.getLogger(__name__)
 
@@ -42,20 +42,6 @@ MAX_REWRITE_CHARS = 400
 MAX_REWRITE_TOKENS = 64
 MAX_CARRIED_TERMS = 12
 MAX_ANSWER_TERMS = 3
-
-
-def content_words(text: str) -> list[str]:
-    """The words of ``text`` that carry meaning: no stop words, 3+ characters (names always)."""
-    names = exact_names(text)
-    words = list(names)
-    seen = {n.lower() for n in names}
-    for w in re.findall(r"[\w][\w'.-]*[\w]|\w", text):
-        key = w.lower()
-        if key in seen or key in STOPWORDS or len(w) < 3:
-            continue
-        seen.add(key)
-        words.append(w)
-    return words
 
 
 def looks_dependent(question: str) -> bool:

@@ -11,11 +11,11 @@ sizes. Two signals that are relative to the index replace it as the deciding rul
   something absent meets a flat field of look-alikes (every chunk a little similar, none much
   more so). Comparing with the query's own pool edge calibrates for corpora whose chunks are
   all alike (one product's reference pages) or all different.
-- **Missed words** (a share in [0, 1]): of the query's content words (``search.lexical_text``,
-  the same words the lexical retriever scores), those that none of the ``LEADING`` best
-  results holds in any inflection ("pixelated" counts for "pixelate", "switch" for
-  "switched"; a hyphenated word only as the phrase), each weighted by its BM25 inverse
-  document frequency over the index. A result holds what FTS5 indexed of its own chunk (text
+- **Missed words** (a share in [0, 1]): of the query's content words
+  (``varaverk.text.lexical_text``, the same words the lexical retriever scores), those that
+  none of the ``LEADING`` best results holds in any inflection (``varaverk.text.inflections``:
+  "pixelated" counts for "pixelate", "switch" for "switched"; a hyphenated word only as the
+  phrase), each weighted by its BM25 inverse document frequency over the index. A result holds what FTS5 indexed of its own chunk (text
   and heading trail), not the neighbours merged in for context, which come for their
   position. A near-miss question is about a topic the documentation covers but asks for
   something it does not: the results are about the topic, and the question's distinctive
@@ -46,7 +46,7 @@ from typing import Callable, Container, Iterable, Sequence
 
 import numpy as np
 
-from varaverk.retrieval.lexical import tokens
+from varaverk.text import fts_tokens, inflections
 
 REF_RANK = 50           # the pool edge: the margin is over the cosine of the 50th best chunk
 # The results whose words count as found: the default top-k (AI_TOP_K), what a prompt is
@@ -59,8 +59,6 @@ LEADING = 5
 # worded otherwise than their documentation (a paraphrase misses words too).
 MIN_MARGIN = 0.05       # cosine units, after the missed-words cost
 MISSED_COST = 0.15      # cosine units per unit of missed share: the most missed words can cost
-
-_SUFFIXES = ("ing", "ies", "ied", "ed", "es", "s", "d", "ly")
 
 
 @dataclass(frozen=True)
@@ -112,26 +110,6 @@ def pool_margin(ranked: Sequence[float], rank: int = REF_RANK) -> float | None:
     return float(ranked[0]) - float(ranked[rank - 1])
 
 
-def inflections(token: str) -> set[str]:
-    """``token`` and the regular English inflections it may stand for or take: the stem under
-    -ing/-ed/-es/-s/-d/-ly (with a final e restored, a doubled consonant undone, -ies/-ied as
-    -y), and the stem's -s/-es/-d/-ed/-ing forms. Lower-case ASCII tokens in, lower case out;
-    a token under four characters is only given its plural and past forms."""
-    out = {token, token + "s", token + "es", token + "d", token + "ed", token + "ing"}
-    for suffix in _SUFFIXES:
-        stem = token[: -len(suffix)]
-        if not token.endswith(suffix) or len(stem) < 3:
-            continue
-        stems = {stem, stem + "e"}
-        if suffix in ("ies", "ied"):
-            stems.add(stem + "y")
-        if len(stem) > 3 and stem[-1] == stem[-2]:
-            stems.add(stem[:-1])
-        for s in stems:
-            out |= {s, s + "s", s + "es", s + "d", s + "ed", s + "ing"}
-    return out
-
-
 def word_weight(holding: int, rows: int) -> float:
     """The BM25 inverse document frequency of a word held by ``holding`` of ``rows`` chunks,
     ``ln((rows − holding + 0.5) / (holding + 0.5))``, floored at 0: a word in half the chunks
@@ -144,7 +122,7 @@ def word_forms(word: str, vocabulary: Container[str]) -> list[list[str]] | None:
     one-token word that ``vocabulary`` holds (sorted), the word's tokens as one phrase for a
     hyphenated or dotted word; [] when no single-token form occurs; None when the word is not
     looked up (a non-ASCII character or no token: only the index's tokenizer may split it)."""
-    toks = tokens(word)
+    toks = fts_tokens(word)
     if not toks:
         return None
     if len(toks) > 1:
@@ -160,7 +138,7 @@ def measure(margin: float | None, words: Iterable[str],
 
     Args:
         margin: ``pool_margin`` of the query's dense scores (None: none).
-        words: the query's content words (``store.fts_terms`` of ``search.lexical_text``).
+        words: the query's content words (the words of ``varaverk.text.lexical_text``).
         forms_of: ``word_forms`` of a word over the index's vocabulary (a caller may cache it).
         rows_of: sorted unique chunk ids (int64) holding a token sequence as a phrase
             (``Bm25.phrase_rows``); it may raise: that word then weighs nothing and is never

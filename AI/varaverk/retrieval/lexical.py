@@ -11,7 +11,7 @@ occurrences (an ``fts5vocab`` instance table). After that a query is a few numpy
 over the matching rows.
 
 The formula is FTS5's ``bm25()`` with every column weight 1 (as ``fts_search`` calls it),
-k1 = 1.2, b = 0.75, for a query that ORs one phrase per query word (``store.fts_query``)::
+k1 = 1.2, b = 0.75, for a query that ORs one phrase per query word (``varaverk.text.fts_query``)::
 
     score(D) = Σ_phrases IDF(p) · f(p, D) · (k1 + 1) / (f(p, D) + k1 · (1 − b + b · |D| / avgdl))
     IDF(p)   = ln((N − n(p) + 0.5) / (n(p) + 0.5)), or 1e-6 when that is ≤ 0
@@ -23,16 +23,17 @@ code, so scores match to the last bit and ties stay ties.
 Only the index's own tokenizer knows how it splits non-ASCII text (``unicode61`` folding and
 diacritics), so a query with a non-ASCII word, or a word with no token at all, returns None
 and the caller asks FTS5 itself. ASCII words split exactly as ``unicode61`` with
-``tokenchars '_'`` does: runs of ``[a-z0-9_]``, lower-cased.
+``tokenchars '_'`` does (``varaverk.text.fts_tokens``).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from typing import Sequence
 
 import numpy as np
+
+from varaverk.text import STOPWORDS, fts_tokens, label_tokens
 
 K1 = 1.2
 B = 0.75
@@ -42,18 +43,9 @@ MAX_CACHED_VALUES = 5_000_000
 # (32 bytes kept per token and row holding it).
 MAX_PRELOADED_TOKENS = 1_000_000
 
-_TOKEN = re.compile(r"[a-z0-9_]+")
 # Position keys for phrase matching: row id | column (4 bits) | token offset (24 bits).
 _COL_SHIFT = 24
 _DOC_SHIFT = 28
-
-
-def tokens(word: str) -> list[str] | None:
-    """The tokens FTS5 (``unicode61``, ``tokenchars '_'``) makes of an ASCII word; None for a
-    word with any non-ASCII character (only the index's tokenizer may split those)."""
-    if not word.isascii():
-        return None
-    return _TOKEN.findall(word.lower())
 
 
 class Bm25:
@@ -193,7 +185,7 @@ class Bm25:
     def contains(self, word: str) -> bool | None:
         """Whether any row holds ``word`` (as FTS5 would match the quoted word); None when the
         word cannot be tokenized here (ask FTS5)."""
-        toks = tokens(word)
+        toks = fts_tokens(word)
         if not toks:
             return None
         return bool(self.phrase_rows(toks)[0].size)
@@ -202,7 +194,7 @@ class Bm25:
         """BM25 of every row matching any of ``words`` (each word one phrase, ORed).
 
         Args:
-            words: the query words exactly as ``store.fts_terms`` gives them.
+            words: the query words exactly as ``varaverk.text.fts_terms`` gives them.
 
         Returns:
             ``(row ids int64, scores float64)`` unsorted, higher is better (FTS5's bm25()
@@ -211,7 +203,7 @@ class Bm25:
         """
         phrases = []
         for w in words:
-            toks = tokens(w)
+            toks = fts_tokens(w)
             if not toks:
                 return None
             phrases.append(toks)
@@ -270,21 +262,19 @@ class LabelBm25:
     restream port", "cache factor") finds the chunk whose heading says so even when its body
     spends its words elsewhere.
 
-    Tokens are runs of ``[a-z0-9]`` (underscores and dots split, so ``max_upload_size`` also
-    matches "upload size"), lower-cased, ``store.STOPWORDS`` removed; k1 = 1.2, b = 0.75 as
-    in ``Bm25``.
+    Tokens are ``varaverk.text.label_tokens`` (underscores and dots split, so
+    ``max_upload_size`` also matches "upload size"), ``varaverk.text.STOPWORDS`` removed;
+    k1 = 1.2, b = 0.75 as in ``Bm25``.
 
     Args:
         labels: one string per row, aligned with the vector table.
     """
 
     def __init__(self, labels: Sequence[str]) -> None:
-        from varaverk.text import STOPWORDS
-
         postings: dict[str, dict[int, int]] = {}
         lengths = np.zeros(len(labels), dtype=np.float64)
         for row, label in enumerate(labels):
-            tokens = [t for t in _LABEL_TOKEN.findall(label.lower()) if t not in STOPWORDS]
+            tokens = [t for t in label_tokens(label) if t not in STOPWORDS]
             lengths[row] = len(tokens)
             for t in tokens:
                 counts = postings.setdefault(t, {})
@@ -313,7 +303,7 @@ class LabelBm25:
         first occur. Empty arrays when none does."""
         postings = self._postings
         distinct: dict[str, tuple[int, int]] = {}   # token -> its slice, first occurrence first
-        for t in _LABEL_TOKEN.findall(text.lower()):
+        for t in label_tokens(text):
             # Stop words never reach the postings, so they need no test of their own.
             if t in postings and len(t) > 1 and t not in distinct:
                 distinct[t] = postings[t]
@@ -322,6 +312,3 @@ class LabelBm25:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         return summed_by_row([self._rows[start:end] for start, end in found],
                              [self._weights[start:end] for start, end in found], self.n)
-
-
-_LABEL_TOKEN = re.compile(r"[a-z0-9]+")

@@ -89,7 +89,7 @@ from varaverk.retrieval import windows
 from varaverk.retrieval.coverage import Coverage
 from varaverk.retrieval.lexical import Bm25, LabelBm25
 from varaverk.retrieval.routing import route
-from varaverk.text import STOPWORDS, fts_terms
+from varaverk.text import exact_names, fts_terms, lexical_text, named_words, normalise_title
 
 log = logging.getLogger(__name__)
 
@@ -348,74 +348,6 @@ def rrf(rankings: Sequence[Sequence[int]], k: float = RRF_K,
         for rank, cid in enumerate(ranking, start=1):
             fused[cid] = fused.get(cid, 0.0) + w / (k + rank)
     return fused
-
-
-# Each pattern with the character every match of it holds: a query without that character
-# skips the pattern (most questions hold none of them).
-_NAME_PATTERNS = (
-    ("`", re.compile(r"`([^`\n]{2,80})`")),                          # anything in backticks
-    ("-", re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*[\w])")),         # --force-delete, -n
-    ("_", re.compile(r"\b([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+)\b")),   # MOVER_STOP_TIMEOUT
-    (".", re.compile(r"\b([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)+)\b")),   # auth.session_length
-)
-
-
-def exact_names(query: str) -> list[str]:
-    """Names written in the query that should find their own chunk first.
-
-    Recognises backticked spans, command-line flags (``--force-delete``), identifiers with an
-    underscore (``MOVER_STOP_TIMEOUT``, ``loitering_time``) and dotted keys
-    (``auth.session_length``, ``config.yml``). Single dashes need at least two letters after
-    them so "a-b" prose does not count.
-    """
-    names: list[str] = []
-    for marker, pattern in _NAME_PATTERNS:
-        if marker not in query:
-            continue
-        for m in pattern.finditer(query):
-            name = m.group(1).strip()
-            if name.startswith("-") and not name.startswith("--") and len(name) < 3:
-                continue
-            if name and name not in names:
-                names.append(name)
-    return names
-
-
-def normalise_title(title: str) -> str:
-    """A title as compared with a name: lower case, backticks, quotes and trailing ':' removed."""
-    return title.strip().strip("`'\"").rstrip(":").strip("`'\" ").lower()
-
-
-def lexical_text(text: str) -> str:
-    """The words of a question worth matching lexically: ``\\w+`` runs (``-`` joined ones kept
-    whole, so ``--force-delete`` stays a phrase) of two or more characters, question and stop
-    words removed, deduplicated in order, joined by spaces. ``Index.fts_search`` quotes each
-    word and ORs them, so nothing here can become FTS5 syntax.
-    """
-    words: list[str] = []
-    seen: set[str] = set()      # the kept words, lower-cased
-    for w in _LEXICAL_WORD.findall(_CONTRACTION.sub(_without_stop_contraction, text)):
-        lowered = w.lower()
-        if len(w) < 2 or lowered in STOPWORDS or lowered in seen:
-            continue
-        seen.add(lowered)
-        words.append(w)
-    return " ".join(words)
-
-
-_LEXICAL_WORD = re.compile(r"\w+(?:-\w+)*")
-# A word with an apostrophe inside: "doesn't" is one stop word, whereas its pieces would leave
-# "doesn" to be matched as a word of the question. The search tries only where a word starts
-# and takes its run of word characters whole (possessively: a shorter run ends before a word
-# character, never before the apostrophe), so it finds the matches of \w+['’]\w+ without
-# going over each word again from every one of its letters.
-_CONTRACTION = re.compile(r"\b\w++['\u2019]\w+")
-
-
-def _without_stop_contraction(m: re.Match) -> str:
-    """A contraction that is a stop word ("doesn't", "won’t") as a space; any other word
-    with an apostrophe ("mirror's", "O'Reilly") as it was."""
-    return " " if m.group(0).lower().replace("\u2019", "'") in STOPWORDS else m.group(0)
 
 
 def prefer_headers(hits: list[Hit]) -> None:
@@ -1274,11 +1206,7 @@ class Retriever:
         """``unknown_names`` over the index generation of ``cache``."""
         bm25 = self._bm25(cache)
         out: list[str] = []
-        for m in _WORD.finditer(query):
-            word = m.group(0)
-            if (len(word) < 2 or word.lower() in STOPWORDS or word in out
-                    or not _looks_named(word, query, m.start())):
-                continue
+        for word in named_words(query):
             try:
                 found = bm25.contains(word) if bm25 is not None else None
                 if found is None:
@@ -1355,29 +1283,6 @@ class _Label(NamedTuple):
     id: int
     kind: str
     title: str
-
-
-_WORD = re.compile(r"[A-Za-z0-9][\w.-]*[A-Za-z0-9]|[A-Za-z0-9]")
-
-
-def _looks_named(word: str, query: str, at: int) -> bool:
-    """Whether ``word`` (a ``_WORD`` match of two or more characters at ``at`` in ``query``)
-    looks like a name rather than prose, as ``Retriever.unknown_names`` says."""
-    # Quantities ("4G", "2GB", "10k") and two-letter abbreviations ("PC", "OS", "UI") are
-    # ordinary words of a question, not names the documentation must contain.
-    if word[0].isdigit() or (len(word) == 2 and word.isalpha() and word.isupper()):
-        return False
-    # Cheapest tests first: most words of a question are lower-case letters only.
-    return (word.isupper()
-            or (word[0].isupper() and not _sentence_start(query, at))
-            or (not word.isalpha() and any(c.isdigit() or c in "_." for c in word)))
-
-
-def _sentence_start(text: str, at: int) -> bool:
-    """Whether position ``at`` of ``text`` opens a sentence: only blanks before it, or a
-    sentence mark, colon, quote, bracket or dash (a capital there is no sign of a name)."""
-    before = text[:at].rstrip()
-    return not before or before[-1] in ".?!:;\"'(—-"
 
 
 def citations(hits: Iterable[Hit]) -> list[dict]:
