@@ -16,7 +16,7 @@ Metrics (``summarise``), per shape and overall, over answerable questions (non-e
 - ``context_hit``: share whose top chunks, concatenated best first and cut at 4,000 characters,
   hold *every* ``answer_contains`` string (case-insensitive);
 - ``prompt_hit``: the same test on the context a prompt would be handed from those results
-  (``Retriever.expand`` then ``prompts.format_context``, labels included, within 4,000
+  (``Retriever.expand`` then ``context.format_context``, labels included, within 4,000
   characters); None for setups that hand no prompt context (the naive baseline);
 - ``answered``: share the setup judged relevant enough to answer (its "not covered" rule
   did not fire; None for setups without one); ``refused`` = 1 − ``answered``;
@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
+
+from varaverk.retrieval.context import format_context
 
 log = logging.getLogger(__name__)
 
@@ -236,12 +238,10 @@ class Setup:
 
 
 def retriever_setup(name: str, retriever) -> Setup:
-    """A setup over a ``varaverk.retrieval.search.Retriever``; "not covered" via ``confident`` unless the
-    retriever is lexical-only (BM25 has no calibrated scale). Its third value is the context
+    """A setup over a ``varaverk.retrieval.search.Retriever``; "not covered" via ``confident``
+    unless the retriever is lexical-only (BM25 has no calibrated scale). Its third value is the context
     a prompt would be handed from the hits (``expand`` then ``format_context``), its fourth
     the rule's signals (``coverage_signals``; None when lexical-only)."""
-    from varaverk.answering.prompts import format_context
-
     def search(query: str, k: int):
         hits = retriever.search(query, k)
         results = [(h.chunk.path, h.chunk.text) for h in hits]

@@ -6,8 +6,8 @@ import pytest
 
 from varaverk.documents.chunking import Chunk
 from varaverk.config import Settings
-from varaverk.answering.prompts import (ANSWER_RULES, build_messages, context_budget, format_context,
-                                        group_block, trim_history)
+from varaverk.answering.prompts import ANSWER_RULES, build_messages, context_budget, trim_history
+from varaverk.retrieval.context import format_context, group_block
 from varaverk.answering.profiles import PROFILES, get_profile
 
 

@@ -152,7 +152,7 @@ def test_single_retriever_modes(harborlab_pristine, harborlab_index, retriever):
 
 
 def test_split_section_comes_back_whole_and_is_not_repeated(retriever):
-    from varaverk.answering.prompts import format_context
+    from varaverk.retrieval.context import format_context
     idx = retriever.index
     # Find a section stored as several parts and query with the text of its second part.
     table = idx.vector_table()

@@ -57,7 +57,7 @@ def test_a_tiny_chunk_comes_back_with_its_parent_section(pump):
     assert hit.chunk.end_line == inside[-1].end_line
     # The prompt's expansion adds the rest of the section, each paragraph once.
     [group] = pump.expand([hit], 100_000)
-    from varaverk.answering.prompts import format_context
+    from varaverk.retrieval.context import format_context
     context, _ = format_context([group], 100_000)
     for c in config:
         assert context.count(c.text.strip()) == 1
@@ -224,7 +224,7 @@ def _guide(tmp_path, model_server, files):
 
 def test_a_long_first_result_does_not_crowd_out_the_next_match(tmp_path, model_server,
                                                                 monkeypatch):
-    from varaverk.answering.prompts import format_context
+    from varaverk.retrieval.context import format_context
     retriever = _guide(tmp_path, model_server, {
         "docs/guide.md": LONG,
         "docs/short.md": "# Pump\n\n## Valve\n\nThe valve w0x1 opens at 3 bar.\n"})
@@ -271,7 +271,7 @@ def test_a_short_subsection_comes_back_with_its_sibling_subsections(tmp_path, mo
 
 
 def test_a_window_too_long_for_the_prompt_leaves_room_for_the_next_hit(pump, monkeypatch):
-    from varaverk.answering.prompts import format_context
+    from varaverk.retrieval.context import format_context
     hits = pump.search("PUMP_SETTING_07 cistern", 2)
     assert hits[0].grown and "cistern" in hits[1].chunk.text
     purpose = hits[1].chunk
@@ -299,7 +299,7 @@ def test_expand_counts_a_group_exactly_as_the_prompt_lays_it_out(pump):
     """What ``expand`` counted is what ``format_context`` emits (plus the blank line it counts
     before every group): nothing it hands over is cut, and no budget is left unspent on a
     miscount of labels or line breaks."""
-    from varaverk.answering.prompts import format_context
+    from varaverk.retrieval.context import format_context
     hits = pump.search("PUMP_SETTING_07 cistern", 3)
     for budget in (300, 700, 1500, 100_000):
         groups = pump.expand(hits, budget)
@@ -313,7 +313,7 @@ def test_every_label_a_prompt_carries_names_the_file_section_and_lines_handed_ov
     """Citations stay checkable: read back as the model sees it, each chunk of the context sits
     under a label whose parts begin its own citation (the subtitle line completes it), in a
     file the repository tracks, at lines that hold the chunk's text."""
-    from varaverk.answering.prompts import SUBTITLE, format_context
+    from varaverk.retrieval.context import SUBTITLE, format_context
     repo = pump.settings.ai_repo_root
     hits = pump.search("PUMP_SETTING_07 cistern", 3)
     groups = pump.expand(hits, 4000)

@@ -30,8 +30,9 @@ from typing import Any, Iterator
 from varaverk.errors import VaraverkError, exit_code_for_kind
 from varaverk.answering.profiles import (CODE_SCANNING, RETRIEVAL, Profile, UnknownProfile,
                                          get_profile)
-from varaverk.answering.prompts import build_messages, context_budget, format_context
+from varaverk.answering.prompts import build_messages, context_budget
 from varaverk.answering.rewrite import looks_dependent, standalone_query
+from varaverk.retrieval.context import format_context
 from varaverk.retrieval.search import NOT_COVERED, citations
 
 log = logging.getLogger("varaverk.answering.answer")

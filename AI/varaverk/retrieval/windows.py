@@ -12,8 +12,8 @@ Two steps around ranking (``varaverk.retrieval.search``) use this module:
    (``demote_repeats``), so the first results spend their characters on different text.
 2. **Packing a prompt** (``expand``, small-to-big for the prompt). Every hit's own chunk
    first, best first, then each grows with its merged window and the rest of its section,
-   within a character budget counted as ``varaverk.answering.prompts.format_context`` lays the groups
-   out (citation labels included).
+   within a character budget counted as ``varaverk.retrieval.context.format_context`` lays
+   the groups out (citation labels included).
 
 Chunks are ``varaverk.index.store.StoredChunk`` (``id``, ``path``, ``section``, ``title``, ``part``,
 ``start_line``, ``end_line``, ``text``, ``citation``, ``meta``); hits are
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
-from varaverk.answering.prompts import group_block
+from varaverk.retrieval.context import group_block
 
 MERGE_CHARS = 2500          # a split section is returned whole up to this size
 # A chunk shorter than this (one option's paragraph, a bare heading, a banner's lines, a
@@ -276,7 +276,7 @@ def expand(hits: Sequence[Any], budget_chars: int, file_chunks: FileChunks) -> l
     Args:
         hits: ranked hits (``Retriever.search`` output), best first.
         budget_chars: the most characters of context to hand over, counted as
-            ``varaverk.answering.prompts.format_context`` lays the groups out (citation labels and
+            ``varaverk.retrieval.context.format_context`` lays the groups out (citation labels and
             blank lines included), so a context made of them is never cut.
         file_chunks: the caller's reader of a file's stored chunks (module docstring).
 
@@ -375,7 +375,7 @@ def _neighbours(chunk, chunks: Sequence[Any]) -> list[Any]:
 
 def _cost_of(chunks: Sequence[Any]) -> int:
     """Characters a group made of ``chunks`` takes in a prompt's context, counted on
-    ``varaverk.answering.prompts.group_block``'s own layout of the group in line order (labels, line
+    ``varaverk.retrieval.context.group_block``'s own layout of the group in line order (labels, line
     breaks), with the blank line between groups; 0 for no chunks."""
     if not chunks:
         return 0
