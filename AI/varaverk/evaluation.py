@@ -42,6 +42,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from varaverk.retrieval.context import format_context
+from varaverk.retrieval.scoring import dense_scores, top_k
 
 log = logging.getLogger(__name__)
 
@@ -245,9 +246,9 @@ def retriever_setup(name: str, retriever) -> Setup:
     def search(query: str, k: int):
         hits = retriever.search(query, k)
         results = [(h.chunk.path, h.chunk.text) for h in hits]
-        answered = None if retriever.mode == "lexical" else retriever.confident(hits)
+        answered = None if retriever.options.mode == "lexical" else retriever.confident(hits)
         prompt, _ = format_context(retriever.expand(hits, CONTEXT_CHARS), CONTEXT_CHARS)
-        signals = None if retriever.mode == "lexical" else coverage_signals(hits)
+        signals = None if retriever.options.mode == "lexical" else coverage_signals(hits)
         return results, answered, prompt, signals
     return Setup(name, search)
 
@@ -320,7 +321,6 @@ def baseline_setup(repo_root: Path, embedder, cache_dir: Path | None = None,
             np.save(cache, matrix)
     matrix = np.ascontiguousarray(matrix, dtype=np.float32)
 
-    from varaverk.retrieval.search import dense_scores, top_k
     from varaverk.index.store import usable_rows
     valid = usable_rows(matrix)
 

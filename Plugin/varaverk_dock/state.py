@@ -49,9 +49,11 @@ class DockState:
         if self.retriever is None:
             with self._lock:
                 if self.retriever is None:
+                    from varaverk.retrieval.options import RetrieverOptions
                     from varaverk.retrieval.search import Retriever
                     try:
-                        self.retriever = Retriever(self.settings, preload=True)
+                        options = RetrieverOptions.from_settings(self.settings, preload=True)
+                        self.retriever = Retriever(self.settings, options=options)
                     except Exception as exc:  # IndexMissing, IndexMismatch, embedder errors
                         log.warning("retriever unavailable: %s", exc)
                         return None

@@ -135,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
 def build_setups(settings, index, embedder, setups: list[str]) -> dict:
     """The named setups over one corpus's index (raises ValueError for an unknown name)."""
     from varaverk.evaluation import baseline_setup, retriever_setup
+    from varaverk.retrieval.options import RetrieverOptions
     from varaverk.retrieval.search import Retriever
 
     built = {}
@@ -145,11 +146,13 @@ def build_setups(settings, index, embedder, setups: list[str]) -> dict:
                                          settings.ai_data_dir / "cache",
                                          all_sources(settings)[1:])
         elif name in ("dense", "lexical"):
-            built[name] = retriever_setup(name, Retriever(settings, index, embedder, mode=name,
-                                                          preload=True))
-        elif name == "ours":
+            options = RetrieverOptions.from_settings(settings, mode=name, preload=True)
             built[name] = retriever_setup(name, Retriever(settings, index, embedder,
-                                                          preload=True))
+                                                          options=options))
+        elif name == "ours":
+            options = RetrieverOptions.from_settings(settings, preload=True)
+            built[name] = retriever_setup(name, Retriever(settings, index, embedder,
+                                                          options=options))
         else:
             raise ValueError(f"unknown setup {name!r}; choose from {', '.join(SETUPS)}")
     return built

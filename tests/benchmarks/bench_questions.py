@@ -30,6 +30,7 @@ import numpy as np
 from tests.benchmarks import load_average
 from varaverk.config import load_settings
 from varaverk.embedding import make_embedder
+from varaverk.retrieval.options import RetrieverOptions
 from varaverk.retrieval.search import Retriever
 from varaverk.index.store import Index
 
@@ -54,7 +55,7 @@ def time_questions(index_path: Path, questions: list[str], rounds: int, settings
     index = Index.open(index_path, readonly=True)
     try:
         retriever = Retriever(settings, index, PrecomputedEmbedder(embedder, questions),
-                              preload=True)
+                              options=RetrieverOptions.from_settings(settings, preload=True))
         retriever.search(questions[0], 5)
         first = timed(retriever, questions[1:])
         later = [ms for _ in range(rounds) for ms in timed(retriever, questions)]

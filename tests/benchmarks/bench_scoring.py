@@ -7,21 +7,21 @@ Run on demand (not part of the unit suite)::
 Two figures per size, each the median of ``--rounds`` queries after a warm-up:
 
 1. **dense scoring**: the matrix-vector product over a contiguous float32 (n, 384) matrix,
-   the kind/section masks and ``np.argpartition`` top-k (``varaverk.retrieval.search`` functions).
+   the kind/section masks and ``np.argpartition`` top-k (``varaverk.retrieval.scoring``).
    Targets (issue 2's scoring time): ≤ 0.5 ms at 3k, ≤ 20 ms at 100k.
 2. **hybrid search**: ``Retriever.search`` (k = 5) end to end on a real SQLite index of n
    synthetic chunks (random unit vectors, 60-word texts from a 3,000-word vocabulary, FTS5
    on) with the embedder replaced by a precomputed query vector, so the figure is query
    latency excluding the embedder: query analysis (names, routing, unknown names), dense,
    BM25, fusion, boosts and reading the returned chunks.
-   BM25 is scored in-process from FTS5's postings (``varaverk.retrieval.lexical``). The retriever is
-   made as the dock and the evaluation make theirs (``preload=True``): at the first query an
-   index of up to ``lexical.MAX_PRELOADED_TOKENS`` tokens has all its postings read, and one
-   whose chunks fit ``search.CHUNK_CACHE`` and ``FILE_CACHE`` all its chunks; a larger one
-   reads a word's postings and a result's chunks on first use, and keeps them per index
-   generation. "repeat words" cycles three questions (the steady state), "new words" asks
-   about words no earlier query used. Targets (issue 11's query latency, embedder
-   excluded), for both: ≤ 1 ms at 3k, ≤ 20 ms at 100k.
+   BM25 is scored in-process from FTS5's postings (``varaverk.retrieval.lexical``). The
+   retriever is made as the dock and the evaluation make theirs (``preload=True``): at the first
+   query an index of up to ``lexical.MAX_PRELOADED_TOKENS`` tokens has all its postings read,
+   and one whose chunks fit ``caches.CHUNK_CACHE`` and ``FILE_CACHE`` all its chunks; a larger
+   one reads a word's postings and a result's chunks on first use, and keeps them per index
+   generation. "repeat words" cycles three questions (the steady state), "new words" asks about
+   words no earlier query used. Targets (issue 11's query latency, embedder excluded), for both:
+   ≤ 1 ms at 3k, ≤ 20 ms at 100k.
 3. **one-shot, new words**: "new words" with a retriever made as ``ai-query`` makes its
    own for one question (``preload=False``), so every new word's postings and every new
    result's chunks are read from SQLite on first use. No target: a one-shot query pays
@@ -45,7 +45,9 @@ import numpy as np
 from tests.benchmarks import load_average
 from varaverk.documents.chunking import Chunk
 from varaverk.config import Settings
-from varaverk.retrieval.search import Retriever, dense_scores, filter_mask, top_k
+from varaverk.retrieval.options import RetrieverOptions
+from varaverk.retrieval.scoring import dense_scores, filter_mask, top_k
+from varaverk.retrieval.search import Retriever
 from varaverk.index.store import FileRow, Index, IndexChanges, usable_rows
 
 DIM = 384
@@ -131,7 +133,8 @@ def bench_hybrid(n: int, rounds: int, tmp: Path) -> tuple[float, float, float, f
     settings = Settings(ai_data_dir=tmp)
     idx = Index.open(path, readonly=True)
     q = unit_rows(1, np.random.default_rng(4))[0]
-    retriever = Retriever(settings, idx, FixedEmbedder(q), preload=True)
+    retriever = Retriever(settings, idx, FixedEmbedder(q),
+                          options=RetrieverOptions.from_settings(settings, preload=True))
     queries = ["what stops rsync and the mover running at once",
                "How long is the snapshot timeout by default?",
                "Why does the backup w17 use w2999?"]

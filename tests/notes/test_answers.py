@@ -114,14 +114,17 @@ def test_an_index_of_the_first_schema_migrates_with_its_chunks_searchable(tmp_pa
 
 def test_a_question_naming_a_note_alias_is_confident_though_aliases_are_not_embedded(tmp_path):
     from varaverk.documents.chunking import chunk_document
-    from varaverk.retrieval.search import Hit, Retriever, mark_aliases
+    from varaverk.retrieval.hits import Hit
+    from varaverk.retrieval.options import RetrieverOptions
+    from varaverk.retrieval.ranking import mark_aliases
+    from varaverk.retrieval.search import Retriever
     from varaverk.index.store import StoredChunk
 
     [chunk] = chunk_document("vault:Pi-hole.md", "note",
                              "---\naliases: dns sinkhole\n---\nPi-hole at .3\n")
     stored = StoredChunk(**{f: getattr(chunk, f) for f in chunk.__dataclass_fields__}, id=1)
     retriever = Retriever.__new__(Retriever)
-    retriever.min_score = 0.37
+    retriever.options = RetrieverOptions(min_score=0.37)
     hits = [Hit(stored, 1.0, dense=0.2, best_dense=0.2)]
     assert not retriever.confident(hits)  # the cosine alone is too low
     mark_aliases("What is the IP of the DNS  sinkhole?", hits)

@@ -211,7 +211,7 @@ def _decided_by_coverage(retriever, hits) -> Coverage:
     """The hits' coverage, after checking that no earlier rule decided (no title match, no
     unknown name, best cosine above the absolute floor)."""
     assert hits and not any(h.exact or h.unknown or h.alias for h in hits)
-    assert hits[0].best_dense >= retriever.min_score
+    assert hits[0].best_dense >= retriever.options.min_score
     assert hits[0].coverage is not None and hits[0].coverage.margin is not None
     return hits[0].coverage
 
@@ -227,7 +227,7 @@ def test_paraphrased_question_about_the_manual_is_answered(photos_retriever, que
     assert (hits[0].chunk.path, hits[0].chunk.title) == ("Docs/Manual-Photos.md", title)
     measured = _decided_by_coverage(photos_retriever, hits)
     assert photos_retriever.confident(hits)
-    assert measured.effective_margin() >= photos_retriever.min_margin + 0.04
+    assert measured.effective_margin() >= photos_retriever.options.min_margin + 0.04
 
 
 def test_coverage_does_not_depend_on_how_many_results_are_asked_for(photos_retriever):
@@ -248,9 +248,9 @@ def test_question_about_something_the_docs_never_mention_is_not_covered(photos_r
     hits = photos_retriever.search(question, 5)
     assert hits  # the nearest sources are still listed
     measured = _decided_by_coverage(photos_retriever, hits)
-    assert hits[0].best_dense >= photos_retriever.min_score + 0.03
+    assert hits[0].best_dense >= photos_retriever.options.min_score + 0.03
     assert not photos_retriever.confident(hits)
-    assert measured.effective_margin() < photos_retriever.min_margin - 0.04
+    assert measured.effective_margin() < photos_retriever.options.min_margin - 0.04
     assert {"tape", "cartridges"} <= set(measured.absent)
 
 
@@ -264,8 +264,10 @@ class _Fixed:
 
 def test_search_counts_missed_words_over_the_chunks_that_ranked(wide_index):
     from varaverk.config import Settings
+    from varaverk.retrieval.options import RetrieverOptions
     from varaverk.retrieval.search import Retriever
-    retriever = Retriever(Settings(), wide_index, _Fixed(), min_score=-1.0, reranker=False)
+    retriever = Retriever(Settings(), wide_index, _Fixed(),
+                          options=RetrieverOptions(min_score=-1.0), reranker=False)
     [hit] = retriever.search("pixelated faces while rsync runs", 1)
     # The result is one tiny chunk grown with its neighbours for context; only the chunk that
     # ranked counts, so the two words of the other one are missed although the result shows
@@ -281,19 +283,25 @@ def test_search_counts_missed_words_over_the_chunks_that_ranked(wide_index):
 
 def test_small_index_has_no_pool_edge_and_keeps_the_absolute_floor(small_index):
     from varaverk.config import Settings
+    from varaverk.retrieval.options import RetrieverOptions
     from varaverk.retrieval.search import Retriever
 
-    retriever = Retriever(Settings(), small_index, _Fixed(), min_score=-1.0, reranker=False)
+    retriever = Retriever(Settings(), small_index, _Fixed(),
+                          options=RetrieverOptions(min_score=-1.0), reranker=False)
     hits = retriever.search("does the mover switch off during rsync", 2)
     assert hits[0].coverage.margin is None
     assert retriever.confident(hits)
-    assert Retriever(Settings(), small_index, _Fixed(), min_score=1.0,
+    assert Retriever(Settings(), small_index, _Fixed(), options=RetrieverOptions(min_score=1.0),
                      reranker=False).confident(hits) is False
 
 
 def test_min_margin_comes_from_settings(small_index):
     from varaverk.config import Settings
+    from varaverk.retrieval.options import RetrieverOptions
     from varaverk.retrieval.search import Retriever
-    assert Retriever(Settings(), small_index, mode="lexical").min_margin == MIN_MARGIN
-    assert Retriever(Settings(ai_min_margin=0.2), small_index,
-                     mode="lexical").min_margin == 0.2
+
+    def lexical(settings):
+        return Retriever(settings, small_index,
+                         options=RetrieverOptions.from_settings(settings, mode="lexical"))
+    assert lexical(Settings()).options.min_margin == MIN_MARGIN
+    assert lexical(Settings(ai_min_margin=0.2)).options.min_margin == 0.2

@@ -84,20 +84,23 @@ def test_contains_and_non_ascii_fallback(idx):
 
 def test_retriever_lexical_same_with_and_without_fts5_match(idx):
     from varaverk.config import Settings
+    from varaverk.retrieval.candidates import _lexical_fts, lexical_scored
+    from varaverk.retrieval.options import RetrieverOptions
+    from varaverk.retrieval.question import Filters
     from varaverk.retrieval.search import Retriever
 
-    r = Retriever(Settings(), idx, mode="lexical")
+    r = Retriever(Settings(), idx, options=RetrieverOptions(mode="lexical"))
     cache = r._table()
-    assert r._mask(cache, None, None) is None   # no filter: every row may rank
+    assert Filters.of(cache, None, None, None).mask is None   # no filter: every row may rank
     mask = np.ones(cache.ids.size, dtype=bool)
 
     def lexical(query, limit, mask=mask):  # [(chunk id, BM25)] best first, as _lexical_fts
-        ids, scores = r._lexical_scored(query, limit, cache, mask)
+        ids, scores = lexical_scored(query, limit, cache, mask)
         return list(zip(ids.tolist(), scores.tolist()))
 
     for query in QUERIES + ["the café box"]:
-        assert lexical(query, 3) == r._lexical_fts(query, 3, cache, mask)
-        assert lexical(query, 3, None) == r._lexical_fts(query, 3, cache, None) == \
+        assert lexical(query, 3) == _lexical_fts(query, 3, cache, mask)
+        assert lexical(query, 3, None) == _lexical_fts(query, 3, cache, None) == \
             lexical(query, 3)
     mask[0] = False  # a filtered-out row never comes back
     assert all(cid != int(cache.ids[0]) for cid, _ in lexical("MOVER_STOP_TIMEOUT rsync", 5))

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from varaverk.retrieval.routing import SHAPE_SECTIONS, route
-from varaverk.retrieval.search import dense_scores, filter_mask, rrf, top_k
+from varaverk.retrieval.fusion import rrf
+from varaverk.retrieval.scoring import dense_scores, filter_mask, top_k
 from varaverk.text import exact_names, lexical_text, normalise_title
 from varaverk.index.store import usable_rows as valid_rows
 
@@ -68,7 +69,7 @@ def test_filters_compose(matrix):
 
 
 def test_a_large_product_shared_between_threads_equals_one_product():
-    from varaverk.retrieval.search import PARALLEL_FROM
+    from varaverk.retrieval.scoring import PARALLEL_FROM
     rng = np.random.default_rng(5)
     big = rng.standard_normal((PARALLEL_FROM + 7, 24)).astype(np.float32)
     q = big[11] / np.linalg.norm(big[11])
@@ -79,7 +80,7 @@ def test_a_large_product_shared_between_threads_equals_one_product():
 def test_a_forked_child_scores_large_products_with_its_own_threads():
     # A gunicorn worker is forked after the parent may have made its pool: the child's copy
     # of that pool has no threads, so the child must make its own (else it waits forever).
-    from varaverk.retrieval.search import PARALLEL_FROM
+    from varaverk.retrieval.scoring import PARALLEL_FROM
     big = np.random.default_rng(6).standard_normal((PARALLEL_FROM + 3, 8)).astype(np.float32)
     q = big[0] / np.linalg.norm(big[0])
     expected = np.vecdot(big, q)
@@ -261,7 +262,8 @@ def test_routing_folds_non_ascii_case_as_the_patterns_do():
 
 
 def test_header_key_ranks_before_its_template_copy():
-    from varaverk.retrieval.search import Hit, prefer_headers
+    from varaverk.retrieval.hits import Hit
+    from varaverk.retrieval.ranking import prefer_headers
     from varaverk.index.store import StoredChunk
 
     def hit(cid, kind, title, score):
@@ -279,7 +281,7 @@ def test_header_key_ranks_before_its_template_copy():
 def test_top_k_equals_a_full_sort_on_both_selection_paths():
     # Below SAMPLE_FROM one partition, from it the threshold selection; both compared with a
     # plain stable sort of the allowed rows (rounded scores tie inside the selection).
-    from varaverk.retrieval.search import SAMPLE_FROM
+    from varaverk.retrieval.scoring import SAMPLE_FROM
     rng = np.random.default_rng(7)
     for n in (SAMPLE_FROM // 3, 2 * SAMPLE_FROM):
         scores = rng.standard_normal(n).astype(np.float32)
@@ -293,7 +295,7 @@ def test_top_k_equals_a_full_sort_on_both_selection_paths():
 
 
 def test_file_gains_favour_the_file_that_matches_as_a_whole():
-    from varaverk.retrieval.search import file_gains
+    from varaverk.retrieval.fusion import file_gains
     # file 0: three moderate candidates; file 1: one look-alike scoring highest alone;
     # candidate 4 has no known file (-1)
     ids = [1, 2, 3, 4, 9, 10]
@@ -378,7 +380,7 @@ def test_label_bm25_scores_one_two_or_no_tokens_as_summed_in_query_order():
 
 
 def test_file_gains_equal_the_per_file_sums_of_the_best_candidates():
-    from varaverk.retrieval.search import file_gains
+    from varaverk.retrieval.fusion import file_gains
     rng = np.random.default_rng(3)
     for _ in range(50):
         m = int(rng.integers(1, 40))

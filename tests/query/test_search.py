@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from varaverk.retrieval.search import SECTION_BOOST, Retriever
+from varaverk.retrieval.options import SECTION_BOOST, RetrieverOptions
+from varaverk.retrieval.search import Retriever
 
 
 def places(hits):
@@ -64,7 +65,7 @@ def test_section_filter_matches_a_section_whose_upper_case_is_longer(tmp_path):
     with Index.open(tmp_path / "index.sqlite") as index:
         index.write(IndexChanges(new_chunks=items, embedder=("test", "m", 2), file_rows=[
             FileRow(c.path, "doc", 1, 1, "x", "indexed", "", 1) for c, _ in items]))
-        lexical = Retriever(Settings(), index, mode="lexical")
+        lexical = Retriever(Settings(), index, options=RetrieverOptions(mode="lexical"))
         for asked in ("straße", "STRASSE", " Straße "):
             assert [h.chunk.section for h in lexical.search("rsync", 5, section=asked)] == [
                 "Straße"]
@@ -84,7 +85,7 @@ def test_section_boost_never_excludes(retriever):
 
 
 def test_boost_is_smaller_than_an_exact_name(retriever):
-    from varaverk.retrieval.search import NAME_TITLE_BOOST
+    from varaverk.retrieval.ranking import NAME_TITLE_BOOST
     assert SECTION_BOOST < NAME_TITLE_BOOST
 
 
@@ -142,10 +143,12 @@ def test_mismatched_index_is_refused(harborlab_pristine, harborlab_index, model_
 def test_single_retriever_modes(harborlab_pristine, harborlab_index, retriever):
     from tests.query.conftest import query_settings
     settings = query_settings(harborlab_pristine, harborlab_index)
-    lexical = Retriever(settings, retriever.index, mode="lexical")
+    lexical = Retriever(settings, retriever.index,
+                        options=RetrieverOptions.from_settings(settings, mode="lexical"))
     hits = lexical.search("MIRROR_MAX_DELETE_PCT", 3)
     assert hits and all(h.dense is None and h.lexical is not None for h in hits)
-    dense = Retriever(settings, retriever.index, retriever.embedder, mode="dense")
+    dense = Retriever(settings, retriever.index, retriever.embedder,
+                      options=RetrieverOptions.from_settings(settings, mode="dense"))
     dhits = dense.search("mover coordination", 3)
     assert [h.score for h in dhits] == sorted((h.score for h in dhits), reverse=True)
     assert all(h.lexical is None for h in dhits)
@@ -176,19 +179,19 @@ def test_a_candidate_without_a_vector_row_gets_no_routing_boost(retriever):
     # _leading reads each candidate's routing verdict from the table's routed rows; a
     # candidate without a vector row (row -1) must read False, not the last row's verdict.
     import numpy as np
-    from varaverk.retrieval.search import _Fused, _Query
+    from varaverk.retrieval.fusion import UNIT, Fused
+    from varaverk.retrieval.ranking import Boosts, leading
 
     cache = retriever._table()
     last = cache.ids.size - 1
     section = cache.sections[last]
-    q = _Query(text="x", k=5, kind=None, section=None, cache=cache, mask=None, names=[],
-               unknown=())
-    q.boosted_section = section
+    boosts = Boosts(section=section, names=(), section_bonus=SECTION_BOOST * UNIT,
+                    routing_kinds=retriever.options.routing_kinds)
     absent = int(cache.ids[last]) + 1000
-    fused = _Fused(ids=np.array([cache.ids[last], absent], dtype=np.int64),
-                   rows=np.array([last, -1], dtype=np.int64),
-                   scores=np.zeros(2, dtype=np.float64))
-    lead = retriever._leading(q, fused, [])
+    fused = Fused(ids=np.array([cache.ids[last], absent], dtype=np.int64),
+                  rows=np.array([last, -1], dtype=np.int64),
+                  scores=np.zeros(2, dtype=np.float64))
+    lead = leading(fused, [], boosts, cache, 5)
     routed = dict(zip(lead.ids.tolist(), lead.routed.tolist()))
     assert routed == {int(cache.ids[last]): True, absent: False}
     assert lead.ids.tolist()[0] == int(cache.ids[last])    # the boosted one leads
@@ -201,29 +204,31 @@ def test_a_preloading_retriever_ranks_exactly_as_one_reading_word_by_word(
 
     qa = Path(__file__).resolve().parents[1] / "fixtures" / "harborlab-qa-dev.jsonl"
     questions = [json.loads(line)["question"] for line in qa.read_text().splitlines() if line]
-    preloading = Retriever(hl_settings, embedder=retriever.embedder, preload=True)
+    preload = RetrieverOptions.from_settings(hl_settings, preload=True)
+    preloading = Retriever(hl_settings, embedder=retriever.embedder, options=preload)
     for question in questions:
         got = preloading.search(question, 5)
         want = retriever.search(question, 5)
         assert [(h.chunk.id, h.chunk.text, h.score, h.coverage, h.unknown) for h in got] == \
             [(h.chunk.id, h.chunk.text, h.score, h.coverage, h.unknown) for h in want]
         assert preloading.expand(got, 4000) == retriever.expand(want, 4000)
-    bm25 = preloading._bm25(preloading._table())
-    assert bm25.vocabulary == preloading._vocabulary(preloading._table())
+    bm25 = preloading._table().bm25()
+    assert bm25.vocabulary == preloading._table().vocabulary()
     assert bm25.vocabulary == retriever.index.fts_vocabulary()
 
 
 def test_a_preloading_retriever_holds_every_chunk_only_when_all_fit_its_caches(
         retriever, hl_settings, monkeypatch):
-    import varaverk.retrieval.search as search
+    import varaverk.retrieval.caches as caches
 
-    cache = Retriever(hl_settings, embedder=retriever.embedder, preload=True)._table()
+    preload = RetrieverOptions.from_settings(hl_settings, preload=True)
+    cache = Retriever(hl_settings, embedder=retriever.embedder, options=preload)._table()
     stored = retriever.index.all_chunks()
     assert sorted(cache.chunks) == sorted(c.id for c in stored)
     path = stored[0].path
     assert cache.files[path] == retriever.index.chunks_for_path(path)
     assert set(cache.places) == set(cache.files) == {c.path for c in stored}
-    monkeypatch.setattr(search, "FILE_CACHE", len(cache.files) - 1)
-    smaller = Retriever(hl_settings, embedder=retriever.embedder, preload=True)._table()
+    monkeypatch.setattr(caches, "FILE_CACHE", len(cache.files) - 1)
+    smaller = Retriever(hl_settings, embedder=retriever.embedder, options=preload)._table()
     assert not smaller.chunks and not smaller.files and not smaller.places
 

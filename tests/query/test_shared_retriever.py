@@ -54,9 +54,10 @@ def _file_numbers_match_the_table(cache) -> None:
 
 
 def test_a_table_cache_is_whole_when_another_thread_replaces_it(index, monkeypatch):
+    from varaverk.retrieval.options import RetrieverOptions
     from varaverk.retrieval.search import Retriever
 
-    retriever = Retriever(Settings(), index, mode="lexical")
+    retriever = Retriever(Settings(), index, options=RetrieverOptions(mode="lexical"))
     old = index.vector_table()
     _write(index, ["c.md"])         # a re-index commits while a query is starting
 
@@ -84,14 +85,16 @@ def test_a_table_cache_is_whole_when_another_thread_replaces_it(index, monkeypat
 
 
 def test_chunks_evicted_by_another_thread_mid_look_up_are_read_again(index, monkeypatch):
-    import varaverk.retrieval.search as search
+    import varaverk.retrieval.caches as caches
+    from varaverk.retrieval.options import RetrieverOptions
+    from varaverk.retrieval.search import Retriever
 
-    monkeypatch.setattr(search, "CHUNK_CACHE", 2)
-    retriever = search.Retriever(Settings(), index, mode="lexical")
+    monkeypatch.setattr(caches, "CHUNK_CACHE", 2)
+    retriever = Retriever(Settings(), index, options=RetrieverOptions(mode="lexical"))
     cache = retriever._table()
     ids = cache.ids.tolist()
     assert len(ids) == 4
-    retriever._chunks(ids[:2], cache)     # the cache is full
+    cache.read_chunks(ids[:2])     # the cache is full
 
     class Evicting(dict):
         """The kept chunks; right after the first look-up finds one, a second thread reads
@@ -102,7 +105,7 @@ def test_chunks_evicted_by_another_thread_mid_look_up_are_read_again(index, monk
         def _found(self, found: bool) -> None:
             if found and not Evicting.fired:
                 Evicting.fired = True
-                _in_another_thread(lambda: retriever._chunks(ids[2:], cache))
+                _in_another_thread(lambda: cache.read_chunks(ids[2:]))
 
         def __contains__(self, key) -> bool:
             found = super().__contains__(key)
@@ -115,7 +118,7 @@ def test_chunks_evicted_by_another_thread_mid_look_up_are_read_again(index, monk
             return found
 
     cache.chunks = Evicting(cache.chunks)
-    got = retriever._chunks(ids[:2], cache)
+    got = cache.read_chunks(ids[:2])
     assert Evicting.fired
     assert {cid: c.text for cid, c in got.items()} == {
         c.id: c.text for c in index.get_chunks(ids[:2])}

@@ -71,8 +71,8 @@ def test_a_merged_result_is_a_copy_and_the_cached_chunks_stay_as_stored(pump):
     [first] = pump.search("PUMP_SETTING_07", 1)
     [again] = pump.search("PUMP_SETTING_07", 1)
     assert first.grown and again.chunk == first.chunk   # merged from the cache, not a merge
-    seed = pump._file_chunks("Tools/pump.sh")[0]         # the retriever's cached chunks
-    cached = {c.id: c for c in pump._file_chunks("Tools/pump.sh")}
+    seed = pump._table().file_chunks("Tools/pump.sh")[0]  # the retriever's cached chunks
+    cached = {c.id: c for c in pump._table().file_chunks("Tools/pump.sh")}
     assert cached == stored and type(seed) is type(first.chunk)
     merged = first.chunk
     # Every field of the seed but the joined text and its line range.
@@ -144,7 +144,7 @@ def _file() -> list:
 
 def _merged(ranked: list[int], k: int = 10) -> list[tuple[int, int, int, bool]]:
     """(id, start_line, end_line, grown) of merge_parts' results for hits of these ids."""
-    from varaverk.retrieval.search import Hit
+    from varaverk.retrieval.hits import Hit
     chunks = {c.id: c for c in _file()}
     places = windows.places(_file())
     hits = [Hit(chunks[cid], 1.0 - i / 100) for i, cid in enumerate(ranked)]
@@ -159,7 +159,7 @@ def test_merge_parts_grows_parts_block_keys_and_tiny_chunks_within_their_own_sib
     assert _merged([8]) == [(8, 20, 25, True)]
     # A chunk too long to be tiny, and one its file does not hold, come back as they are.
     assert _merged([10]) == [(10, 30, 31, False)]
-    from varaverk.retrieval.search import Hit
+    from varaverk.retrieval.hits import Hit
     stranger = _stored(99, "KEYS", "four", 40, 10)
     [hit] = windows.merge_parts([Hit(stranger, 1.0)], 5, lambda path: windows.places(_file()))
     assert hit.chunk is stranger and not hit.grown
@@ -176,7 +176,7 @@ def test_merge_parts_stops_at_lines_an_earlier_result_holds():
 def test_merge_parts_takes_no_hit_after_the_kth_result():
     # The retriever reads chunks as merging reaches their hits: a hit taken after the k-th
     # result would cost a read for nothing.
-    from varaverk.retrieval.search import Hit
+    from varaverk.retrieval.hits import Hit
     chunks = {c.id: c for c in _file()}
     hits = iter([Hit(chunks[cid], 1.0) for cid in (8, 7, 10, 1)])
     places = windows.places(_file())
@@ -414,7 +414,9 @@ def test_merging_reads_the_leading_hits_chunks_in_turn_and_skips_a_vanished_one(
 
     from varaverk.documents.chunking import Chunk
     from varaverk.config import Settings
-    from varaverk.retrieval.search import Hit, _Label
+    from varaverk.retrieval.caches import RowLabel
+    from varaverk.retrieval.hits import Hit
+    from varaverk.retrieval.options import RetrieverOptions
     from varaverk.index.store import FileRow, Index, IndexChanges
 
     paths = [f"docs/{i}.md" for i in range(6)]
@@ -425,14 +427,14 @@ def test_merging_reads_the_leading_hits_chunks_in_turn_and_skips_a_vanished_one(
         index.write(IndexChanges(new_chunks=chunks, embedder=("test", "m", 6),
                                  file_rows=[FileRow(p, "doc", 1, 1, "x", "indexed", "", 1)
                                             for p in paths]))
-        retriever = Retriever(Settings(), index, mode="lexical")
+        retriever = Retriever(Settings(), index, options=RetrieverOptions(mode="lexical"))
         cache = retriever._table()
         ids = cache.ids.tolist()
         index.write(IndexChanges(delete_paths=[paths[1]]))
         asked: list[list[int]] = []
         read = index.get_chunks
         index.get_chunks = lambda wanted: asked.append(list(wanted)) or read(wanted)
-        hits = [Hit(_Label(cid, "doc", p), 1.0 - i / 10)
+        hits = [Hit(RowLabel(cid, "doc", p), 1.0 - i / 10)
                 for i, (cid, p) in enumerate(zip(ids, paths))]
         out = retriever._merge_read(hits, 2, cache)
         assert [h.chunk.id for h in out] == [ids[0], ids[2]]

@@ -33,7 +33,8 @@ from varaverk.answering.profiles import (CODE_SCANNING, RETRIEVAL, Profile, Unkn
 from varaverk.answering.prompts import build_messages, context_budget
 from varaverk.answering.rewrite import looks_dependent, standalone_query
 from varaverk.retrieval.context import format_context
-from varaverk.retrieval.search import NOT_COVERED, citations
+from varaverk.retrieval.hits import citations
+from varaverk.retrieval.relevance import NOT_COVERED
 
 log = logging.getLogger("varaverk.answering.answer")
 

@@ -1,9 +1,9 @@
 """Coverage: whether the index answers a question at all, judged relative to the index itself.
 
 An absolute cosine threshold does not carry from one corpus to the next: a small embedder's best
-cosine for a question the documentation never answers (0.45–0.65 on a near-miss topic) is as
-high as for one it does, and what counts as high moves with the corpus's vocabulary and chunk
-sizes. Two signals that are relative to the index replace it as the deciding rule:
+cosine for a question the documentation never answers (a near-miss topic) can be as high as for
+one it does, and what counts as high moves with the corpus's vocabulary and chunk sizes. Two
+signals that are relative to the index replace it as the deciding rule:
 
 - **Dense margin** (cosine units): the best cosine similarity of the query minus the cosine of
   the ``REF_RANK``-th best chunk, the edge of the retrieval pool. A question the documentation
@@ -12,17 +12,17 @@ sizes. Two signals that are relative to the index replace it as the deciding rul
   more so). Comparing with the query's own pool edge calibrates for corpora whose chunks are
   all alike (one product's reference pages) or all different.
 - **Missed words** (a share in [0, 1]): of the query's content words
-  (``varaverk.text.lexical_text``, the same words the lexical retriever scores), those that
-  none of the ``LEADING`` best results holds in any inflection (``varaverk.text.inflections``:
+  (``varaverk.text.lexical_text``, the same words the lexical retriever scores), those that none
+  of the ``LEADING`` best results holds in any inflection (``varaverk.text.inflections``:
   "pixelated" counts for "pixelate", "switch" for "switched"; a hyphenated word only as the
-  phrase), each weighted by its BM25 inverse document frequency over the index. A result holds what FTS5 indexed of its own chunk (text
-  and heading trail), not the neighbours merged in for context, which come for their
-  position. A near-miss question is about a topic the documentation covers but asks for
-  something it does not: the results are about the topic, and the question's distinctive
-  words ("authenticator", "privacy", "allowance") are in none of them, or in no chunk at all
-  (*absent* words, the rarest there are). Words the whole corpus uses ("camera" in a camera
-  NVR's manual, the product's own name) weigh nothing, so the share is about what makes the
-  question specific; a paraphrased everyday word costs little.
+  phrase), each weighted by its BM25 inverse document frequency over the index. A result holds
+  what FTS5 indexed of its own chunk (text and heading trail), not the neighbours merged in for
+  context, which come for their position. A near-miss question is about a topic the
+  documentation covers but asks for something it does not: the results are about the topic, and
+  the question's distinctive words ("authenticator", "privacy", "allowance") are in none of
+  them, or in no chunk at all (*absent* words, the rarest there are). Words the whole corpus
+  uses ("camera" in a camera NVR's manual, the product's own name) weigh nothing, so the share
+  is about what makes the question specific; a paraphrased everyday word costs little.
 
 The rule: not covered when ``margin − MISSED_COST × missed share < MIN_MARGIN``. Calibrated on
 the harborlab, Frigate and Synapse dev sets together with ``ai-eval`` (answerable questions

@@ -22,6 +22,8 @@ from typing import Sequence
 
 import httpx
 
+from varaverk.config import Settings
+
 log = logging.getLogger(__name__)
 
 DEFAULT_TOP_N = 20
@@ -82,12 +84,10 @@ def _parse(payload, n: int) -> list[float]:
     return out
 
 
-def make_reranker(settings) -> Reranker | None:
+def make_reranker(settings: Settings) -> Reranker | None:
     """The configured reranker, or None when ``AI_RERANK_URL`` is empty (the default)."""
-    url = getattr(settings, "ai_rerank_url", "") or ""
-    if not url.strip():
+    url = settings.ai_rerank_url.strip()
+    if not url:
         return None
-    return Reranker(url.strip(), getattr(settings, "ai_rerank_model", ""),
-                    getattr(settings, "ai_rerank_api_key", ""),
-                    float(getattr(settings, "ai_http_timeout", 30.0)),
-                    int(getattr(settings, "ai_rerank_top_n", DEFAULT_TOP_N)))
+    return Reranker(url, settings.ai_rerank_model, settings.ai_rerank_api_key,
+                    float(settings.ai_http_timeout), int(settings.ai_rerank_top_n))

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from varaverk.documents.chunking import heading_path
+from varaverk.retrieval.hits import Hit
 
 
 class SectionNotFound(LookupError):
@@ -43,14 +44,12 @@ def similar(index, target: str, k: int = 5, sources: Iterable[str] | None = None
         k: how many sections. sources: keep only chunks of these source names (None: all).
 
     Returns:
-        ``varaverk.retrieval.search.Hit`` list, ``score`` and ``dense`` the cosine similarity.
+        ``varaverk.retrieval.hits.Hit`` list, ``score`` and ``dense`` the cosine similarity.
 
     Raises:
         SectionNotFound: the path has no chunks, or none under that heading.
     """
     import numpy as np
-
-    from varaverk.retrieval.search import Hit
 
     path, heading = split_target(target, lambda p: bool(index.chunks_for_path(p)))
     own = index.chunks_for_path(path)

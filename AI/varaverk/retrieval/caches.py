@@ -1,0 +1,240 @@
+"""What a retriever keeps of one index generation: ``TableCache``.
+
+The index hands out its vector table (``Index.vector_table``) as one object per generation,
+cached until a re-index commits. Everything ranking derives from that table is worked out once
+and kept beside it: the per-row arrays and lists ranking reads, the in-process BM25 over
+FTS5's postings (``lexical.Bm25``), the label field (``lexical.LabelBm25``), the index's
+vocabulary (the coverage rule), and bounded caches of what queries read from the index
+(chunks by id, each file's chunks and ``windows.places``, lower-cased texts, row labels,
+inflected word forms). A new generation gets a new ``TableCache``; the old one is dropped
+whole, so no cache ever mixes two generations.
+
+The dock shares one retriever between threads: a ``TableCache`` is published whole, its lazy
+parts are built by one thread under its lock, and its bounded caches are read with one look-up
+per key, so another thread emptying one meanwhile costs a recomputation, never a wrong answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, NamedTuple
+
+import numpy as np
+
+from varaverk.retrieval import windows
+from varaverk.retrieval.lexical import Bm25, LabelBm25
+
+log = logging.getLogger(__name__)
+
+FILE_CACHE = 256            # files whose chunks a retriever keeps for small-to-big
+CHUNK_CACHE = 4096          # chunks a retriever keeps by id (the leading results of queries)
+WORD_FORMS_CACHE = 20000    # query words whose inflected forms in the index a retriever keeps
+
+_MISSING = object()
+
+
+def kept(store: dict, key: Any, make: Callable[[], Any], limit: int) -> Any:
+    """``store[key]``, made with ``make()`` and kept the first time: the bounded caches of one
+    index generation (the store is emptied when it holds ``limit`` entries). One look-up, so
+    another thread emptying the store meanwhile costs a recomputation, never a KeyError."""
+    found = store.get(key, _MISSING)
+    if found is _MISSING:
+        if len(store) >= limit:
+            store.clear()
+        found = store[key] = make()
+    return found
+
+
+class RowLabel(NamedTuple):
+    """What ranking needs of a chunk before its text is read (from the vector table)."""
+
+    id: int
+    kind: str
+    title: str
+
+
+@dataclass
+class TableCache:
+    """One index generation's vector table and what ranking derives from it (module docstring).
+
+    ``index`` is the open ``varaverk.index.store.Index`` the table came from; ``preload``: read
+    all of the generation's postings at once (``Bm25``'s ``preload``).
+    """
+
+    index: Any
+    table: Any
+    sections_upper: np.ndarray      # str (n,): ``sections`` as an array (whole-table masks)
+    ids: np.ndarray                 # int64 (n,), ascending (the table is in id order)
+    kinds: list[str]                # per row, as Python lists: scalar access in the ranking loop
+    sections: list[str]             # upper case
+    titles: list[str]
+    # int64 (n,) per row: its file's number (empty when the table has no paths)
+    file_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    preload: bool = False
+    files: dict[str, list] = field(default_factory=dict)   # path -> its chunks (small-to-big)
+    # (boosted section, routing kinds) -> bool (n + 1,): the rows section routing boosts, and
+    # False for row -1
+    routed: dict[tuple, np.ndarray] = field(default_factory=dict)
+    chunks: dict[int, Any] = field(default_factory=dict)   # id -> stored chunk, read before
+    # path -> windows.places of its chunks (small-to-big of the result list)
+    places: dict[str, dict] = field(default_factory=dict)
+    # query word -> its forms in the vocabulary (``coverage.word_forms``)
+    word_forms: dict[str, Any] = field(default_factory=dict)
+    # vector-table row -> its RowLabel, made on first use (the same for every query)
+    row_labels: dict[int, RowLabel] = field(default_factory=dict)
+    # chunk id -> its text lower-cased (exact-name boosts), for chunks read before
+    lowered: dict[int, str] = field(default_factory=dict)
+    # Built lazily, once, by one thread (``_lock``): the first query after a re-index may come
+    # from several at once.
+    _bm25: Bm25 | None | bool = field(default=None, init=False, repr=False)
+    _labels: LabelBm25 | None = field(default=None, init=False, repr=False)
+    _vocabulary: frozenset[str] | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @classmethod
+    def of(cls, index, table, preload: bool = False) -> TableCache:
+        """The per-table arrays of a vector table (``store.VectorTable``), computed in full."""
+        ids = np.asarray(table.ids, dtype=np.int64)
+        file_of = np.zeros(0, dtype=np.int64)
+        paths = table.paths
+        if paths is not None and len(paths) == len(ids):
+            numbers: dict[str, int] = {}
+            file_of = np.fromiter(
+                (numbers.setdefault(str(p), len(numbers)) for p in np.asarray(paths).tolist()),
+                dtype=np.int64, count=len(ids))
+        # str.upper, never np.char.upper: that one keeps the array's width and cuts a name
+        # whose upper case is longer ("Straße" -> "STRASS" when it is the longest).
+        sections = [str(x).upper() for x in np.asarray(table.sections).tolist()]
+        return cls(
+            index=index,
+            table=table,
+            sections_upper=np.array(sections, dtype=str),
+            ids=ids,
+            kinds=[str(x) for x in np.asarray(table.kinds).tolist()],
+            sections=sections,
+            titles=([str(x) for x in np.asarray(table.titles).tolist()]
+                    if table.titles is not None else []),
+            file_of=file_of,
+            preload=preload,
+        )
+
+    def preload_chunks(self) -> None:
+        """Read every chunk of the index at once, with each file's ``windows.places``, when
+        all of them fit the caches (``CHUNK_CACHE`` chunks, ``FILE_CACHE`` files): a
+        preloading retriever then reads no chunk row per query."""
+        if not 0 < self.ids.size <= CHUNK_CACHE:
+            return
+        chunks = self.index.all_chunks()
+        files: dict[str, list] = {}
+        for c in chunks:
+            files.setdefault(c.path, []).append(c)
+        if len(chunks) > CHUNK_CACHE or len(files) > FILE_CACHE:
+            return
+        self.files.update(files)
+        self.chunks.update((c.id, c) for c in chunks)
+        self.places.update((path, windows.places(of_file)) for path, of_file in files.items())
+
+    # -- lexical indexes of this generation ---------------------------------------------------
+
+    def bm25(self) -> Bm25 | None:
+        """The in-process BM25 of this generation (None if FTS5's tables cannot be read that
+        way; then every lexical query goes to ``Index.fts_search``)."""
+        if self._bm25 is None:
+            with self._lock:
+                if self._bm25 is None:
+                    try:
+                        self._bm25 = Bm25(self.index, preload=self.preload)
+                    except Exception as exc:  # e.g. an SQLite without fts5vocab
+                        log.warning("in-process BM25 unavailable (%s); using FTS5 queries", exc)
+                        self._bm25 = False
+        return self._bm25 or None
+
+    def labels(self) -> LabelBm25 | None:
+        """The label field (file name, section, title of every row) as BM25; None when the
+        table has no paths or titles."""
+        if self._labels is None and self.file_of.size and len(self.titles) == len(self.ids):
+            with self._lock:
+                if self._labels is None:
+                    paths = np.asarray(self.table.paths).tolist()
+                    sections = np.asarray(self.table.sections).tolist()
+                    self._labels = LabelBm25([
+                        f"{_file_stem(p)} {sec} {title}"
+                        for p, sec, title in zip(paths, sections, self.titles)])
+        return self._labels
+
+    def vocabulary(self) -> frozenset[str]:
+        """Every token of this generation's FTS5 index, read once (empty when FTS5 cannot list
+        it: then the coverage rule looks up no words). A preloaded ``Bm25`` already holds it."""
+        if self._vocabulary is None:
+            bm25 = self.bm25()
+            preloaded = bm25.vocabulary if bm25 is not None else None
+            with self._lock:
+                if self._vocabulary is None:
+                    try:
+                        self._vocabulary = (self.index.fts_vocabulary() if preloaded is None
+                                            else preloaded)
+                    except Exception as exc:  # e.g. an SQLite without fts5vocab
+                        log.warning("index vocabulary unavailable (%s); coverage uses the "
+                                    "dense margin alone", exc)
+                        self._vocabulary = frozenset()
+        return self._vocabulary
+
+    # -- chunks read from the index -----------------------------------------------------------
+
+    def read_chunks(self, ids: list[int]) -> dict[int, Any]:
+        """{id: stored chunk} of those ids that exist; chunks read once are kept (up to
+        ``CHUNK_CACHE``) and not read again."""
+        if not ids:
+            return {}
+        known = self.chunks
+        # One look-up a chunk: another thread may empty the cache between two of them.
+        found = {cid: c for cid in ids if (c := known.get(cid)) is not None}
+        missing = [cid for cid in ids if cid not in found]
+        if missing:
+            if len(known) + len(missing) > CHUNK_CACHE:
+                known.clear()
+            for c in self.index.get_chunks(missing):
+                found[c.id] = known[c.id] = c
+        return found
+
+    def file_chunks(self, path: str) -> list[Any]:
+        """Every chunk of one file in document order, kept (up to ``FILE_CACHE`` files), since
+        small-to-big reads the same long pages again and again."""
+        return kept(self.files, path, lambda: self.index.chunks_for_path(path), FILE_CACHE)
+
+    def places_of(self, path: str) -> dict[int, windows.Place]:
+        """``windows.places`` of one file's chunks, kept (up to ``FILE_CACHE`` files): where
+        each chunk sits among its siblings is the same for every query of a generation."""
+        return kept(self.places, path, lambda: windows.places(self.file_chunks(path)),
+                    FILE_CACHE)
+
+    def lowered_text(self, chunk) -> str:
+        """A read chunk's text lower-cased, kept (up to ``CHUNK_CACHE``): the exact-name
+        boosts look for names in the same leading chunks query after query."""
+        return kept(self.lowered, chunk.id, chunk.text.lower, CHUNK_CACHE)
+
+    def read_in_turn(self, hits: list, first: int) -> Iterator:
+        """``hits`` in order, each with its stored chunk in place of a ``RowLabel``: read
+        ``first`` at a time, then as many again as were read before (merging that consumed
+        hits asks for more), so a caller that stops early reads no more; a hit whose chunk
+        vanished since the vector table was read is left out."""
+        start, stop = 0, max(1, first)
+        while start < len(hits):
+            batch = hits[start:stop]
+            missing = [h.chunk.id for h in batch if isinstance(h.chunk, RowLabel)]
+            found = self.read_chunks(missing) if missing else {}
+            for h in batch:
+                if isinstance(h.chunk, RowLabel):
+                    h.chunk = found.get(h.chunk.id, h.chunk)
+                    if isinstance(h.chunk, RowLabel):
+                        continue
+                yield h
+            start, stop = stop, stop * 2
+
+
+def _file_stem(path: str) -> str:
+    """A file's name without folders and extensions: ``docs/turn-howto.md`` -> ``turn-howto``."""
+    name = path.rsplit("/", 1)[-1]
+    return name.split(".", 1)[0] if not name.startswith(".") else name

@@ -1,0 +1,114 @@
+"""Relevance: whether the results are good enough to answer from ("not covered" otherwise).
+
+``confident`` is the one entry point of the decision; no model is called. In order: no hits,
+not covered; a name written in the question that is a hit's title, covered; a name the index
+never mentions ("Minecraft", "Kubernetes": ``unknown_names``), not covered; a hit's note alias
+named, covered (aliases are never embedded: a cosine cannot see them); the best cosine
+similarity below ``min_score`` (``AI_MIN_SCORE``, else ``DEFAULT_MIN_SCORE``), not covered;
+else the coverage rule (``varaverk.retrieval.coverage``, measured by ``measure_coverage``):
+not covered when the best cosine does not stand out from the pool edge by ``min_margin`` once
+the question's distinctive words that the leading results miss are charged. The caller then
+says ``NOT_COVERED`` and lists the nearest sources, without calling a model.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from varaverk.retrieval.caches import WORD_FORMS_CACHE, TableCache, kept
+from varaverk.retrieval.candidates import DenseCandidates
+from varaverk.retrieval.coverage import REF_RANK, Coverage, measure, pool_margin, word_forms
+from varaverk.retrieval.hits import Hit
+from varaverk.retrieval.scoring import top_k
+from varaverk.text import named_words
+
+NOT_COVERED = "The documentation does not cover this."
+# The relevance threshold on the best cosine similarity, calibrated on the dev sets'
+# answerable against unanswerable questions (``ai-eval``, see evaluation.py).
+DEFAULT_MIN_SCORE = 0.37
+
+
+def confident(hits: Sequence[Hit], min_score: float, min_margin: float) -> bool:
+    """Whether the hits of one search are relevant enough to answer from (module docstring).
+
+    Args:
+        hits: the search's results, best first.
+        min_score: threshold on the best cosine similarity (``Hit.best_dense``, else the
+            hits' own).
+        min_margin: the coverage rule's threshold (``Coverage.covered``), in cosine units.
+
+    Lexical-only results (no cosine at all): any BM25 hit counts.
+    """
+    if not hits:
+        return False
+    if any(h.exact for h in hits):
+        return True
+    if any(h.unknown for h in hits):
+        return False
+    if any(h.alias for h in hits):  # an alias is never embedded: cosine cannot see it
+        return True
+    best = max((h.best_dense if h.best_dense is not None else h.dense for h in hits
+                if h.dense is not None or h.best_dense is not None), default=None)
+    if best is None:  # lexical-only mode: any BM25 hit counts
+        return any(h.lexical is not None for h in hits)
+    if best < min_score:
+        return False
+    measured = next((h.coverage for h in hits if h.coverage is not None), None)
+    return measured is None or measured.covered(min_margin)
+
+
+def unknown_names(query: str, table: TableCache) -> list[str]:
+    """The names in ``query`` (``varaverk.text.named_words``: "Minecraft", "S3", "k8s") that no
+    chunk of ``table``'s index generation contains: the question is about something else.
+
+    Each name is looked up in the lexical index (a cached posting list after the first time);
+    a name whose look-up fails is not counted (a failure must not make an answer "not
+    covered").
+    """
+    bm25 = table.bm25()
+    out: list[str] = []
+    for word in named_words(query):
+        try:
+            found = bm25.contains(word) if bm25 is not None else None
+            if found is None:
+                found = bool(table.index.fts_search(word, 1))
+        except Exception:  # a lookup failure must not make the answer "not covered"
+            continue
+        if not found:
+            out.append(word)
+    return out
+
+
+def measure_coverage(terms: Sequence[str], dense: DenseCandidates, mask: np.ndarray | None,
+                     hits: Sequence[Hit], table: TableCache) -> Coverage:
+    """The coverage signals of a searched question (``varaverk.retrieval.coverage``).
+
+    Args:
+        terms: the question's lexical words (``Question.terms``).
+        dense: the dense candidates (their cosines, or every row's when fewer were ranked).
+        mask: the rows the filters allow (None: all).
+        hits: the leading results, best first (``coverage.LEADING`` of them count).
+        table: the index generation searched (vocabulary, BM25, each word's forms kept).
+
+    Returns:
+        The best cosine over the ``REF_RANK``-th among the rows the filters allow, and the
+        question's words the leading hits do not hold, the index's absent ones among them.
+        Without the index's vocabulary or in-process BM25 the margin decides alone.
+    """
+    ranked = dense.values[:REF_RANK]
+    if len(ranked) < REF_RANK and dense.scores is not None:
+        # dense mode ranks only k; hybrid pools at least REF_RANK whenever the rows allow
+        ranked = dense.scores[top_k(dense.scores, REF_RANK, mask)]
+    margin = pool_margin(ranked)
+    vocabulary = table.vocabulary()
+    bm25 = table.bm25()
+    if bm25 is None or not vocabulary:
+        return Coverage(margin, 0)
+    forms = table.word_forms
+
+    def forms_of(word: str) -> list[list[str]] | None:
+        return kept(forms, word, lambda: word_forms(word, vocabulary), WORD_FORMS_CACHE)
+    return measure(margin, terms, forms_of, lambda toks: bm25.phrase_rows(toks)[0],
+                   [h.chunk.id for h in hits], bm25.rows)
