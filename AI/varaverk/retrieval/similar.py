@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import numpy as np
+
 from varaverk.documents.chunking import heading_path
 from varaverk.retrieval.hits import Hit
 
@@ -49,8 +51,6 @@ def similar(index, target: str, k: int = 5, sources: Iterable[str] | None = None
     Raises:
         SectionNotFound: the path has no chunks, or none under that heading.
     """
-    import numpy as np
-
     path, heading = split_target(target, lambda p: bool(index.chunks_for_path(p)))
     own = index.chunks_for_path(path)
     if not own:
