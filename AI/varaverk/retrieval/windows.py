@@ -17,7 +17,7 @@ Two steps around ranking (``varaverk.retrieval.search``) use this module:
 
 Chunks are ``varaverk.index.store.StoredChunk`` (``id``, ``path``, ``section``, ``title``, ``part``,
 ``start_line``, ``end_line``, ``text``, ``citation``, ``meta``); hits are
-``varaverk.retrieval.search.Hit``. The caller owns reading and caching chunks: it passes
+``varaverk.retrieval.hits.Hit``. The caller owns reading and caching chunks: it passes
 ``file_chunks(path) -> that file's chunks in document order`` and, for merging,
 ``places_of(path) -> places(that file's chunks)``, which it keeps for an index generation.
 """
