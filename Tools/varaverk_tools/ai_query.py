@@ -140,7 +140,7 @@ from pathlib import Path
 from varaverk import exitcodes
 from varaverk.cli import HelpFormatter
 from varaverk.config import add_config_option
-from varaverk.documents.chunking import KINDS
+from varaverk.documents.chunks import KINDS
 
 DIM = "\033[2m"
 RESET = "\033[0m"

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.benchmarks import load_average
-from varaverk.documents.chunking import Chunk
+from varaverk.documents.chunks import Chunk
 from varaverk.config import Settings
 from varaverk.retrieval.search import Retriever, dense_scores, filter_mask, top_k
 from varaverk.index.store import FileRow, Index, IndexChanges, usable_rows

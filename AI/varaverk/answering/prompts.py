@@ -25,7 +25,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any, Iterable, Sequence
 
-from varaverk.documents.chunking import SEP
+from varaverk.documents.chunks import SEP
 
 
 CHARS_PER_TOKEN = 4

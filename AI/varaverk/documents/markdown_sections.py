@@ -19,7 +19,7 @@ Fields:
     - ``section``: the heading trail above it joined with `` > `` (``Deploy Guide > Steps``
       for a ``### Substep``), ``""`` for a top-level heading; so ``section > title`` is the
       full heading path.
-    - ``context``: ``path › H1 › H2 › H3`` (``chunking.SEP``). When the document has no level-1
+    - ``context``: ``path › H1 › H2 › H3`` (``chunks.SEP``). When the document has no level-1
       heading, the front matter's ``title`` leads the trail (``zones.md › Zones › Zone
       Inertia``), so a small per-option section still knows which page it is on.
     - A heading with an empty body produces no chunk when a deeper heading follows (its text
@@ -39,7 +39,7 @@ import yaml
 from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from varaverk.documents.chunking import HEADING_JOIN, Draft
+from varaverk.documents.chunks import HEADING_JOIN, Draft
 
 _YAML_INFOS = {"yaml", "yml"}
 # MDX module imports (Docusaurus pages): code for the site generator, not documentation.

@@ -27,9 +27,9 @@ import os
 import re
 from typing import Any
 
-from varaverk.documents.chunking import Draft
+from varaverk.documents.chunks import Draft, unique_words
+from varaverk.documents.markdown_sections import markdown_drafts
 from varaverk.named_sources import file_stem
-from varaverk.documents.note_links import unique_words
 
 WIKILINK = re.compile(r"(!?)\[\[([^\[\]|#]*)(?:#([^\[\]|]*))?(?:\|([^\[\]]*))?\]\]")
 INLINE_TAG = re.compile(r"(?<![\w&/#])#([A-Za-z_][\w/-]*)")
@@ -107,8 +107,6 @@ def obsidian_drafts(path: str, text: str, links: dict[str, str]) -> list[Draft]:
         Markdown drafts whose ``meta`` holds the front matter plus ``keywords`` (tags, aliases,
         inline tags; deduplicated) and ``title``.
     """
-    from varaverk.documents.markdown_sections import markdown_drafts
-
     rewritten, inline = _rewrite_lines(text, links)
     drafts = markdown_drafts(path, rewritten)
     meta = dict(drafts[0].meta) if drafts else {}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 import re
 
-from varaverk.documents.chunking import Draft
+from varaverk.documents.chunks import Draft
 
 USAGE_TITLE = "usage"
 _USAGE_FUNC = re.compile(r"^\s*(?:function\s+)?(?:show_|print_|_)?(?:usage|help)\s*"

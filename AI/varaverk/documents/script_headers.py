@@ -36,7 +36,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from varaverk.documents.chunking import Draft
+from varaverk.documents.chunks import Draft
+from varaverk.documents.script_docs import banner_drafts, usage_drafts
 
 SECTIONS = ("PURPOSE", "OPERATIONAL MODEL", "DESIGN PRINCIPLES", "OPERATIONAL SAFEGUARDS",
             "CONFIGURATION", "RUNTIME MODES")
@@ -84,8 +85,6 @@ def header_drafts(path: str, text: str) -> list[Draft]:
         path: repository-relative path; its extension (or shebang) picks the comment syntax.
         text: the decoded, newline-normalised file.
     """
-    from varaverk.documents.script_docs import banner_drafts, usage_drafts
-
     lines = text.split("\n")
     block = find_header(path, text)
     usage = usage_drafts(path, lines)

@@ -898,7 +898,7 @@ def _embed_all(emb, chunks: list, progress, report: IndexReport, expect=None):
     stored ones raises IndexMismatch at once (the model behind a name changed), instead of a
     probe request.
     """
-    from varaverk.documents.chunking import split_chunk
+    from varaverk.documents.budget import split_chunk
 
     # Work items: (original chunk id, piece, depth). Originals keep their document order in the
     # result because pieces are collected per original in the order they were split.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from varaverk.documents.chunking import heading_path
+from varaverk.documents.chunks import heading_path
 
 
 class SectionNotFound(LookupError):
