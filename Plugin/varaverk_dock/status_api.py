@@ -70,7 +70,7 @@ def tokens():
     500 when the totals cannot be computed."""
     settings = dock_state().settings
     try:
-        from varaverk.ledger import fleet_totals
+        from varaverk.ledger.fleet import fleet_totals
     except ImportError:
         return api_error(501, "the ledger module is not installed")
     try:

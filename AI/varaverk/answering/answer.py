@@ -396,7 +396,8 @@ def _record(turn: _Turn, completion, ledger_path, host: str | None) -> None:
     """Step record: one ledger row; a row that cannot be written is a warning, not a loss."""
     if not ledger_path:
         return
-    from varaverk.ledger import append_row, row_from_completion
+    from varaverk.ledger.rows import row_from_completion
+    from varaverk.ledger.storage import append_row
     settings, request = turn.settings, turn.request
     try:
         row = row_from_completion(completion, host or settings.ai_host_name,
