@@ -35,11 +35,12 @@ class DockState:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def get_chat_client(self):
-        """The process's chat client (``varaverk.answering.generation.make_chat_client``), made once."""
+        """The process's chat client, made once
+        (``varaverk.answering.generation.chat_client.make_chat_client``)."""
         if self.chat_client is None:
             with self._lock:
                 if self.chat_client is None:
-                    from varaverk.answering.generation import make_chat_client
+                    from varaverk.answering.generation.chat_client import make_chat_client
                     self.chat_client = make_chat_client(self.settings)
         return self.chat_client
 

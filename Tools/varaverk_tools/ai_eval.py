@@ -173,7 +173,7 @@ def evaluate(settings, questions_path: str, setups: list[str], rewrite: str = "f
     index = Index.open(settings.index_path, readonly=True)
     chat_client = None
     if rewrite == "model":
-        from varaverk.answering.generation import make_chat_client
+        from varaverk.answering.generation.chat_client import make_chat_client
         chat_client = make_chat_client(settings)
     queries = prepare_queries(questions, rewrite, chat_client)
     built = build_setups(settings, index, embedder, setups)

@@ -11,7 +11,7 @@ from varaverk.ledger.rows import parse_line, row_from_completion
 from varaverk.ledger.storage import append_row, read_rows
 from varaverk.ledger.totals import totals
 from varaverk.config import Settings
-from varaverk.answering.generation import make_chat_client
+from varaverk.answering.generation.chat_client import make_chat_client
 
 
 def _complete(model_server, tmp_path):

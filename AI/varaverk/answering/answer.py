@@ -180,8 +180,8 @@ def run_turn(request: TurnRequest, settings, *, retriever=None, chat_client=None
         retriever: a ``varaverk.retrieval.search.Retriever``; None opens one from settings when the
             profile needs it (a missing index ends a retrieval profile's turn with an error
             event {"message", "kind": "no_index"}; chat simply stays chat).
-        chat_client: a ``varaverk.answering.generation.ChatClient``; None makes one from settings, only
-            when the model is actually needed.
+        chat_client: a ``varaverk.answering.generation.streaming.ChatClient``; None makes one
+            from settings, only when the model is actually needed.
         ledger_path: append one ledger row here on "done" (None: no row).
         host: the ledger row's host (default ``settings.ai_host_name``).
 
@@ -355,7 +355,7 @@ def _messages(turn: _Turn) -> list[dict]:
 
 def _generate(turn: _Turn):
     """Step generate: stream the model's answer; returns its Completion. Raises TurnFailed."""
-    from varaverk.answering.generation import GenerationUnavailable
+    from varaverk.answering.generation.events import GenerationUnavailable
     messages = _messages(turn)
     completion = None
     t_gen = time.monotonic()
@@ -413,7 +413,7 @@ def _chat_client(turn: _Turn):
     """The turn's chat client, made from settings on first need; None when none can be."""
     if turn.chat_client is None:
         from varaverk.config import ConfigError
-        from varaverk.answering.generation import make_chat_client
+        from varaverk.answering.generation.chat_client import make_chat_client
         try:
             turn.chat_client = make_chat_client(turn.settings)
         except ConfigError as exc:

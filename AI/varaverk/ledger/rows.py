@@ -246,7 +246,8 @@ def _count_or_none(value) -> int | None:
 
 def row_from_completion(completion, host: str, profile: str, source: str,
                         now: dt.datetime | None = None) -> LedgerRow:
-    """The ledger row for a finished completion (``varaverk.answering.generation.Completion``).
+    """The ledger row for a finished completion
+    (``varaverk.answering.generation.events.Completion``).
 
     Args:
         completion: any object with ``prompt_tokens``, ``completion_tokens`` and ``tok_s``
