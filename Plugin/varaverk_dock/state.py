@@ -14,6 +14,7 @@ from typing import Any
 from flask import current_app
 
 from varaverk.config import Settings
+from varaverk.retrieval.search import Retriever
 from varaverk_dock.conversations import ChatStore
 
 log = logging.getLogger("varaverk.dock")
@@ -40,6 +41,7 @@ class DockState:
         if self.chat_client is None:
             with self._lock:
                 if self.chat_client is None:
+                    # httpx: a worker that never generates never loads it
                     from varaverk.answering.generation.chat_client import make_chat_client
                     self.chat_client = make_chat_client(self.settings)
         return self.chat_client
@@ -50,7 +52,6 @@ class DockState:
         if self.retriever is None:
             with self._lock:
                 if self.retriever is None:
-                    from varaverk.retrieval.search import Retriever
                     try:
                         self.retriever = Retriever(self.settings, preload=True)
                     except Exception as exc:  # IndexMissing, IndexMismatch, embedder errors

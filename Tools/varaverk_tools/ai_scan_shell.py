@@ -76,7 +76,7 @@ import sys
 from pathlib import Path
 
 from varaverk import exitcodes
-from varaverk.cli import HelpFormatter
+from varaverk.cli import HelpFormatter, run
 from varaverk.answering.shell_scan import scan
 
 
@@ -99,7 +99,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the scanner on a file or standard input; returns the exit code (0, 1 or 2)."""
-    from varaverk.cli import run
     return run("ai-scan-shell", _main, argv)
 
 

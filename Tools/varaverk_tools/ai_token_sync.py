@@ -126,7 +126,7 @@ import httpx
 
 from varaverk import exitcodes
 from varaverk.atomic_files import write_atomic
-from varaverk.cli import HelpFormatter
+from varaverk.cli import HelpFormatter, run
 from varaverk.config import ConfigError, Settings, add_config_option, load_settings
 from varaverk.ledger.fleet import CACHE_SUFFIX, cache_path, fleet_totals, read_hosts_conf
 from varaverk.ledger.rows import parse_text
@@ -391,7 +391,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns an exit code from varaverk.exitcodes."""
-    from varaverk.cli import run
     return run(PROG, _main, argv)
 
 

@@ -94,7 +94,7 @@ import filelock
 import git
 
 from varaverk import exitcodes
-from varaverk.cli import HelpFormatter
+from varaverk.cli import HelpFormatter, run
 from varaverk.config import Settings, add_config_option, load_settings
 from varaverk.logs import setup_logging
 
@@ -262,7 +262,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, *,
          indexer: Callable[[str | None], int] = run_index) -> int:
     """Entry point; returns an exit code from varaverk.exitcodes."""
-    from varaverk.cli import run
     return run(PROG, lambda args: _main(args, indexer), argv)
 
 

@@ -27,12 +27,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from varaverk.errors import VaraverkError, exit_code_for_kind
+from varaverk.answering.generation.events import GenerationUnavailable
 from varaverk.answering.profiles import (CODE_SCANNING, RETRIEVAL, Profile, UnknownProfile,
                                          get_profile)
 from varaverk.answering.prompts import build_messages, context_budget, format_context
 from varaverk.answering.rewrite import looks_dependent, standalone_query
-from varaverk.retrieval.search import NOT_COVERED, citations
+from varaverk.config import ConfigError
+from varaverk.errors import VaraverkError, exit_code_for_kind
+from varaverk.ledger.rows import row_from_completion
+from varaverk.ledger.storage import append_row
+from varaverk.named_sources import names_of_types
+from varaverk.retrieval.search import NOT_COVERED, Retriever, citations
 
 log = logging.getLogger("varaverk.answering.answer")
 
@@ -235,7 +240,6 @@ def _wants_search(profile: Profile) -> bool:
 
 def _open_retriever(profile: Profile, settings):
     """A Retriever from settings; None for a profile that can do without one."""
-    from varaverk.retrieval.search import Retriever
     try:
         return Retriever(settings)
     except Exception as exc:
@@ -269,14 +273,12 @@ def _scope(turn: _Turn) -> tuple[str, ...]:
     profile's source types."""
     if turn.request.source_name:
         return (turn.request.source_name,)
-    from varaverk.named_sources import names_of_types
     return names_of_types(turn.settings, turn.profile.source_types)
 
 
 def _escalation_target(turn: _Turn) -> str | None:
     """``chat``'s escalation: ``notes`` when the best match is in the operator's notes or
     chats, else ``varaverk``; the hits are then kept to the new profile's sources."""
-    from varaverk.named_sources import names_of_types
     original = turn.profile
     target = original.escalates_to
     if original.notes_escalation and turn.hits:
@@ -355,7 +357,6 @@ def _messages(turn: _Turn) -> list[dict]:
 
 def _generate(turn: _Turn):
     """Step generate: stream the model's answer; returns its Completion. Raises TurnFailed."""
-    from varaverk.answering.generation.events import GenerationUnavailable
     messages = _messages(turn)
     completion = None
     t_gen = time.monotonic()
@@ -387,7 +388,7 @@ def _generate(turn: _Turn):
 def _scan(turn: _Turn, completion) -> Iterator[TurnEvent]:
     """Step scan: the code profile's answer, scanned whole (fenced and indented shell)."""
     if turn.profile.holds(CODE_SCANNING):
-        from varaverk.answering.shell_scan import scan
+        from varaverk.answering.shell_scan import scan  # bashlex: only the code profile scans
         findings = [asdict(f) for f in scan(completion.answer, markdown=True)]
         yield TurnEvent("findings", {"findings": findings})
 
@@ -396,8 +397,6 @@ def _record(turn: _Turn, completion, ledger_path, host: str | None) -> None:
     """Step record: one ledger row; a row that cannot be written is a warning, not a loss."""
     if not ledger_path:
         return
-    from varaverk.ledger.rows import row_from_completion
-    from varaverk.ledger.storage import append_row
     settings, request = turn.settings, turn.request
     try:
         row = row_from_completion(completion, host or settings.ai_host_name,
@@ -412,7 +411,7 @@ def _record(turn: _Turn, completion, ledger_path, host: str | None) -> None:
 def _chat_client(turn: _Turn):
     """The turn's chat client, made from settings on first need; None when none can be."""
     if turn.chat_client is None:
-        from varaverk.config import ConfigError
+        # httpx is imported only when a turn needs the model (see README, start-up path).
         from varaverk.answering.generation.chat_client import make_chat_client
         try:
             turn.chat_client = make_chat_client(turn.settings)
