@@ -131,7 +131,7 @@ from varaverk.logs import RedactSecrets, setup_logging
 from varaverk_dock.security import check_bind, dock_url, parse_bind
 
 APP_SPEC = "varaverk_dock.app:create_app()"
-GUNICORN_CONF = Path(__file__).resolve().parent.parent / "Deployment" / "gunicorn.conf.py"
+GUNICORN_CONF = Path(__file__).resolve().parents[2] / "Deployment" / "gunicorn.conf.py"
 
 
 def gunicorn_command(conf: Path = GUNICORN_CONF) -> list[str]:
