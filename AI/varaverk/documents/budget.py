@@ -30,7 +30,19 @@ def char_count(text: str) -> int:
 
 def budget_draft(path: str, kind: str, draft: Draft, count: TokenCounter,
                  max_tokens: int) -> list[Chunk]:
-    """Turn one draft into one chunk, or parts 1..n when it is over the budget."""
+    """Turn one draft into one chunk, or parts 1..n when it is over the budget.
+
+    Args:
+        path, kind: the document's, copied to every chunk; the context starts with ``path``.
+        draft: the chunker's draft; its blank leading and trailing lines are dropped.
+        count: the token counter. max_tokens: what each chunk's ``embed_text`` may count.
+
+    Returns:
+        ``[]`` for a draft of blank lines only, else the chunk or its parts in reading order.
+
+    Raises:
+        ValueError: ``max_tokens`` below 8 (for any draft with text).
+    """
     lines = _trim(draft.lines)
     if not lines:
         return []

@@ -1,7 +1,7 @@
 """Obsidian notes (kind ``note``): Markdown with front matter, wikilinks, embeds and callouts.
 
-A note is chunked by headings like any Markdown document (``varaverk.documents.markdown_sections``), after
-these Obsidian rules:
+A note is chunked by headings like any Markdown document
+(``varaverk.documents.markdown_sections``), after these Obsidian rules:
 
 * Front matter (YAML) is metadata, never text: its ``tags`` and ``aliases`` (a list, or one
   string of comma/space-separated words) become the chunk's lexical ``keywords``, with the

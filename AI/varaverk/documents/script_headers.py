@@ -28,7 +28,8 @@ Chunks (as ``Draft`` records for ``varaverk.documents.chunking``):
       ``""``, title ``header comment``), unless it is trivial (fewer than 3 lines with text);
     - any script's usage/help text is a chunk titled ``usage``, and a script without the six
       sections that comments in banners gives one chunk per banner section
-      (``varaverk.documents.script_docs``: comments and documented assignments only, never other code).
+      (``varaverk.documents.script_docs``: comments and documented assignments only, never
+      other code).
 """
 
 from __future__ import annotations
