@@ -11,6 +11,7 @@ never imported: the no-op refresh computes the stamp and must stay light.
 from __future__ import annotations
 
 import binascii
+import os
 from pathlib import Path
 from typing import Iterable
 
@@ -31,8 +32,7 @@ def code_stamp(package: Path, extra: Iterable[Path] = ()) -> str:
     counts as well as its bytes, so adding, removing or renaming a module changes the stamp
     (an empty ``__init__.py`` too). A file that cannot be read counts by its name only.
     """
-    files = sorted((p.relative_to(package).as_posix(), p) for p in package.rglob("*.py"))
-    files += [(path.name, path) for path in extra]
+    files = sorted(_modules(package)) + [(path.name, path) for path in extra]
     crc = 0
     for name, path in files:
         crc = binascii.crc32(name.encode(), crc)
@@ -41,3 +41,16 @@ def code_stamp(package: Path, extra: Iterable[Path] = ()) -> str:
         except OSError:  # not installed as a file: the name stands in
             crc = binascii.crc32(b"missing", crc)
     return f"{crc:08x}"
+
+
+def _modules(package: Path) -> list[tuple[str, Path]]:
+    """``(relative posix path, path)`` of every ``.py`` file under ``package``; os.walk, not
+    ``rglob``, so that ``__pycache__`` is never listed (this runs on every refresh)."""
+    out = []
+    for root, folders, names in os.walk(package):
+        folders[:] = [f for f in folders if f != "__pycache__"]
+        for name in names:
+            if name.endswith(".py"):
+                path = Path(root, name)
+                out.append((path.relative_to(package).as_posix(), path))
+    return out
