@@ -124,8 +124,9 @@ import socket
 import sys
 from pathlib import Path
 
+from varaverk import cli
 from varaverk import exitcodes
-from varaverk.cli import HelpFormatter, run
+from varaverk.cli import HelpFormatter
 from varaverk.config import ConfigError, add_config_option, load_settings
 from varaverk.logs import RedactSecrets, setup_logging
 from varaverk_dock.security import check_bind, dock_url, parse_bind
@@ -175,7 +176,7 @@ def check_port_free(host: str, port: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the dock; returns an exit code from ``varaverk.exitcodes`` (gunicorn replaces this
     process in production, so that path only returns on failure)."""
-    return run("ai-dock", _main, argv)
+    return cli.run("ai-dock", _main, argv)
 
 
 def _gunicorn_binds_itself() -> bool:

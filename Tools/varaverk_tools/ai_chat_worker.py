@@ -89,16 +89,17 @@ import json
 import logging
 import sys
 
+from varaverk import cli
 from varaverk import exitcodes
 from varaverk.answering.answer import TurnRequest, run_turn
-from varaverk.cli import HelpFormatter, run
+from varaverk.cli import HelpFormatter
 from varaverk.config import add_config_option, load_settings
 from varaverk.errors import UsageError, exit_code_for_kind
 
 
 def main(argv: list[str] | None = None) -> int:
     """Read a TurnRequest as JSON on stdin, write its TurnEvents as NDJSON on stdout."""
-    return run("ai-chat-worker", _main, argv)
+    return cli.run("ai-chat-worker", _main, argv)
 
 
 def _main(argv: list[str] | None) -> int:

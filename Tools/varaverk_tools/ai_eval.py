@@ -98,7 +98,8 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from varaverk import cli, exitcodes
+from varaverk import cli
+from varaverk import exitcodes
 from varaverk.cli import HelpFormatter
 from varaverk.config import ConfigError, add_config_option, load_settings
 from varaverk.named_sources import all_sources, parse_sources

@@ -110,8 +110,9 @@ import sys
 # The indexer, the embedders and json are imported by the step that needs them, so that
 # `--help` and AI_ENABLED=false load only these, and the no-op refresh stays near the cost of
 # git ls-files (tests/benchmarks/bench_refresh.py; README, "Start-up path").
+from varaverk import cli
 from varaverk import exitcodes
-from varaverk.cli import HelpFormatter, run
+from varaverk.cli import HelpFormatter
 from varaverk.config import add_config_option, load_settings
 from varaverk.logs import setup_logging
 from varaverk.terminal import human_output
@@ -152,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ai-index; returns the exit code (see ``EPILOG``)."""
-    return run("ai-index", _main, argv)
+    return cli.run("ai-index", _main, argv)
 
 
 def _main(argv: list[str] | None) -> int:

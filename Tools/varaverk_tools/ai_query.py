@@ -137,9 +137,10 @@ import json
 import sys
 from pathlib import Path
 
+from varaverk import cli
 from varaverk import exitcodes
 from varaverk.answering.profiles import get_profile
-from varaverk.cli import HelpFormatter, run
+from varaverk.cli import HelpFormatter
 from varaverk.config import add_config_option, load_settings
 from varaverk.documents.chunks import KINDS
 from varaverk.errors import UsageError, VaraverkError, exit_code_for_kind
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     Human output (not ``--json``) goes through ``terminal.SafeWriter``: a control character
     from a document or the model is shown as ``\\x1b``, never sent to the terminal raw.
     """
-    return run("ai-query", _main, argv)
+    return cli.run("ai-query", _main, argv)
 
 
 def _main(argv: list[str] | None) -> int:

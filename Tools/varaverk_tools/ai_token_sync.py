@@ -124,9 +124,10 @@ from pathlib import Path
 import filelock
 import httpx
 
+from varaverk import cli
 from varaverk import exitcodes
 from varaverk.atomic_files import write_atomic
-from varaverk.cli import HelpFormatter, run
+from varaverk.cli import HelpFormatter
 from varaverk.config import ConfigError, Settings, add_config_option, load_settings
 from varaverk.ledger.fleet import CACHE_SUFFIX, cache_path, fleet_totals, read_hosts_conf
 from varaverk.ledger.rows import parse_text
@@ -391,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns an exit code from varaverk.exitcodes."""
-    return run(PROG, _main, argv)
+    return cli.run(PROG, _main, argv)
 
 
 def _main(argv: list[str] | None) -> int:
