@@ -1,7 +1,7 @@
 """Crash-safe whole-file writes: the one home for "write a temp file, fsync, rename over".
 
 Used wherever a file is replaced as a whole (conversations, cached partner ledgers, ledger
-pruning, bug report drafts). Appends to the ledger are a different protocol (``ledger.py``).
+pruning, bug report drafts). Appends to the ledger are a different protocol (``ledger.storage``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from varaverk import exitcodes
+from varaverk import exitcodes, logs
 from varaverk.errors import VaraverkError
 
 
@@ -52,7 +52,6 @@ def _columns() -> int:
 def run(program: str, main: Callable[[Sequence[str] | None], int],
         argv: Sequence[str] | None = None) -> int:
     """Run ``main(argv)`` for the command ``program`` (``ai-index``); returns the exit code."""
-    from varaverk import logs
     logs.early_stderr(program)
     try:
         code = main(argv)

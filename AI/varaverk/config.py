@@ -320,6 +320,7 @@ def load_settings(config_path: str | os.PathLike | None = None,
     if any(not pattern.strip("*?") for pattern in settings.ai_conf_read_keys):
         raise ConfigError("AI_CONF_READ_KEYS: a pattern matching every key (such as '*') would "
                           "let conf lookup read the whole conf; name keys or prefixes (MIRROR_*)")
+    # Here, not at the top: ai-index --help loads this module but never reads settings.
     from varaverk.named_sources import parse_sources
     try:
         parse_sources(settings.ai_sources)

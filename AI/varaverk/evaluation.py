@@ -41,6 +41,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from varaverk.answering.rewrite import carry_subject, model_rewrite
+from varaverk.documents.tracked_files import list_tracked
+from varaverk.index.store import usable_rows
 from varaverk.retrieval.context import format_context
 from varaverk.retrieval.scoring import dense_scores, top_k
 
@@ -243,6 +246,7 @@ def retriever_setup(name: str, retriever) -> Setup:
     unless the retriever is lexical-only (BM25 has no calibrated scale). Its third value is the context
     a prompt would be handed from the hits (``expand`` then ``format_context``), its fourth
     the rule's signals (``coverage_signals``; None when lexical-only)."""
+
     def search(query: str, k: int):
         hits = retriever.search(query, k)
         results = [(h.chunk.path, h.chunk.text) for h in hits]
@@ -320,8 +324,6 @@ def baseline_setup(repo_root: Path, embedder, cache_dir: Path | None = None,
             cache.parent.mkdir(parents=True, exist_ok=True)
             np.save(cache, matrix)
     matrix = np.ascontiguousarray(matrix, dtype=np.float32)
-
-    from varaverk.index.store import usable_rows
     valid = usable_rows(matrix)
 
     def search(query: str, k: int):
@@ -333,8 +335,6 @@ def baseline_setup(repo_root: Path, embedder, cache_dir: Path | None = None,
 
 def _windows_of(root: Path, stored_path) -> list[tuple[str, str]]:
     """``(stored path, window)`` for every tracked UTF-8 text file of one work tree."""
-    from varaverk.documents.tracked_files import list_tracked
-
     items: list[tuple[str, str]] = []
     for rel in _tracked_paths(list_tracked(root)):
         try:
@@ -395,7 +395,6 @@ def prepare_queries(questions: Iterable[Question], rewrite: str = "fallback",
     """The search query per question: the question itself, or for questions with history the
     standalone rewrite ("none": unchanged; "fallback": model-free; "model": with the model,
     falling back on any error)."""
-    from varaverk.answering.rewrite import carry_subject, model_rewrite
     out = {}
     for q in questions:
         if not q.history or rewrite == "none":

@@ -6,11 +6,13 @@ The holder writes who it is — pid, host, start time, command — into the side
 ``<index_path>.lock.holder`` (JSON), so a second run that gives up after ``timeout`` seconds can
 say exactly which run is in the way. The sidecar is informational only; the lock is the file lock.
 
-filelock is imported when a lock is taken, not at import time: a no-op refresh never locks.
+filelock, json and socket are imported when a lock is taken, not at import time: a no-op
+refresh never locks, and the indexer that imports this module runs on every refresh.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import sys
 from contextlib import contextmanager
@@ -84,7 +86,6 @@ def index_lock(index_path: str | os.PathLike, timeout: float,
     Raises:
         LockBusy: still held by another run after ``timeout`` (message names the holder).
     """
-    import datetime as _dt
     import json
     import socket
 
@@ -101,7 +102,7 @@ def index_lock(index_path: str | os.PathLike, timeout: float,
                        f"waited {timeout:g} s — try again later", holder) from None
     record = {
         "pid": os.getpid(), "host": socket.gethostname(),
-        "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "command": command or _command_line(),
     }
     try:

@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from varaverk.config import SECRET_KEYS
+from varaverk.config import SECRET_KEYS, Settings, load_settings
 from varaverk.terminal import neutralise
 
 # Pass as ``extra=DETAIL`` for per-file lines (a skipped file and its reason): they go to the
@@ -177,7 +177,6 @@ def _failure_log_dir(use_default: bool) -> Path | None:
     written; else the default folder (when ``use_default``) or None."""
     if _last["log_dir"] is not None:
         return Path(_last["log_dir"])
-    from varaverk.config import Settings, load_settings
     try:
         return load_settings().ai_log_dir
     except Exception:  # noqa: BLE001 - the configuration may be what failed

@@ -19,6 +19,8 @@ The patterns:
 
 from __future__ import annotations
 
+import importlib
+import logging
 import math
 import re
 from collections import Counter
@@ -94,16 +96,13 @@ _DETECT_SECRETS_PLUGINS = (
 def token_shapes() -> re.Pattern[str]:
     """One regex of token shapes: detect-secrets' vendor patterns plus our own prefixes.
 
-    detect-secrets is imported on first use (about half a second), never on start-up.
+    detect-secrets is imported on first use (it is slow to import), never on start-up.
     """
-    import importlib
-
     parts = [_OWN_PREFIXED]
     for module, cls in _DETECT_SECRETS_PLUGINS:
         try:
             plugin = getattr(importlib.import_module(f"detect_secrets.plugins.{module}"), cls)
         except ImportError:  # an installation older than this dependency: our prefixes only
-            import logging
             logging.getLogger("varaverk").warning(
                 "detect-secrets is not installed: only built-in token shapes are recognised "
                 "(pip install -e . to add it)")

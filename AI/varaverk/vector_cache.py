@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from varaverk.embedding import EmbedResult
+from varaverk.embedding import EmbeddingError, EmbedResult
 
 STORE_EVERY = 256  # texts embedded between two writes to the cache file
 
@@ -100,7 +100,6 @@ class CachingEmbedder:
         """One float32 (dimension,) unit vector; raises EmbeddingError as the inner one does."""
         result = self.embed([text])
         if result.vectors[0] is None:
-            from varaverk.embedding import EmbeddingError
             raise EmbeddingError(f"{self.inner.backend} embedder ({self.inner.model}): "
                                  f"{result.errors[0].message}")
         return result.vectors[0]

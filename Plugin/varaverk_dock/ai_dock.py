@@ -118,14 +118,17 @@ from __future__ import annotations
 
 import argparse
 import errno
+import logging
 import os
+import socket
 import sys
 from pathlib import Path
 
+from varaverk import cli
 from varaverk import exitcodes
 from varaverk.cli import HelpFormatter
 from varaverk.config import ConfigError, add_config_option, load_settings
-from varaverk.logs import setup_logging
+from varaverk.logs import RedactSecrets, setup_logging
 from varaverk_dock.security import check_bind, dock_url, parse_bind
 
 APP_SPEC = "varaverk_dock.app:create_app()"
@@ -157,8 +160,6 @@ def check_port_free(host: str, port: int) -> None:
     """Raise ConfigError naming AI_DOCK_BIND when ``host:port`` cannot be bound (another
     program listens there, or the address is not this host's). Binds and closes at once, with
     SO_REUSEADDR as gunicorn does, so a socket still in TIME_WAIT does not count as taken."""
-    import socket
-
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM)[0]
@@ -175,14 +176,13 @@ def check_port_free(host: str, port: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the dock; returns an exit code from ``varaverk.exitcodes`` (gunicorn replaces this
     process in production, so that path only returns on failure)."""
-    from varaverk.cli import run
-    return run("ai-dock", _main, argv)
+    return cli.run("ai-dock", _main, argv)
 
 
 def _gunicorn_binds_itself() -> bool:
     """Whether gunicorn's own arguments (``GUNICORN_CMD_ARGS``) set the address, read by
     gunicorn's own parser; arguments it cannot parse are left for gunicorn to report."""
-    from gunicorn.config import Config
+    from gunicorn.config import Config  # only to start gunicorn
 
     cfg = Config()
     try:
@@ -207,10 +207,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"ai-dock: configuration ok; would listen on {url}")
         return exitcodes.OK
     if args.dev:
-        import logging
-
-        from varaverk.logs import RedactSecrets
-        from varaverk_dock.app import create_app
+        from varaverk_dock.app import create_app  # Flask: gunicorn's workers import it themselves
 
         # Flask's server logs whole request lines: a token given once in a URL is masked.
         logging.getLogger("werkzeug").addFilter(RedactSecrets([settings.ai_dock_token]))

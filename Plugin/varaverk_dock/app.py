@@ -40,7 +40,8 @@ def create_app(settings: Settings | None = None, *, retriever=None, chat_client=
         settings: the configuration (default: ``load_settings()``, which reads ``AI_CONFIG``).
         retriever: a ``varaverk.retrieval.search.Retriever`` to share (default: one made lazily per
             process on the first ask that needs it).
-        chat_client: a ``varaverk.answering.generation.ChatClient`` (default: made lazily per process).
+        chat_client: a ``varaverk.answering.generation.streaming.ChatClient`` (default: made
+            lazily per process).
 
     Raises:
         ConfigError: ``AI_DOCK_BIND`` is malformed, or not loopback while ``AI_DOCK_TOKEN`` is

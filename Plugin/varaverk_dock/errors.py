@@ -11,6 +11,8 @@ import json
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from varaverk_dock.state import dock_state
+
 
 def api_error(status: int, message: str, **extra) -> Response:
     """A JSON error response ``{"error": message, **extra}`` with ``status``."""
@@ -74,7 +76,6 @@ def json_object() -> dict | Response:
 
 def disabled_gate() -> Response | None:
     """A before-request hook: 503 for ``/api`` routes while AI_ENABLED=false."""
-    from varaverk_dock.state import dock_state
     if request.path.startswith("/api/") and not dock_state().settings.ai_enabled:
         return api_error(503, "Varaverk is disabled on this host (AI_ENABLED=false)")
     return None

@@ -27,7 +27,7 @@ import os
 
 from flask import Blueprint, Response, abort, request
 
-from varaverk.ledger import read_bytes_locked
+from varaverk.ledger.storage import read_bytes_locked
 from varaverk_dock.state import dock_state
 
 FLEET_PREFIX = "/api/fleet/"

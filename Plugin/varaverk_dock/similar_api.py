@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
 
+from varaverk.index.store import Index, IndexCorrupt, IndexMissing
+from varaverk.retrieval.similar import SectionNotFound, similar
 from varaverk_dock.errors import api_error
 from varaverk_dock.state import dock_state
 
@@ -17,9 +19,6 @@ bp = Blueprint("similar", __name__)
 def similar_sections():
     """``GET /api/similar``: ``{"target", "results": [Hit.as_dict() + "citation"]}``; 400 for
     a missing target or k, 404 when the target is not indexed, 503 without an index."""
-    from varaverk.retrieval.similar import SectionNotFound, similar
-    from varaverk.index.store import Index, IndexCorrupt, IndexMissing
-
     target = (request.args.get("target") or "").strip()
     if not target:
         return api_error(400, "target: a stored path, optionally #heading, is required")

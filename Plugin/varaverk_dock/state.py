@@ -14,6 +14,8 @@ from typing import Any
 from flask import current_app
 
 from varaverk.config import Settings
+from varaverk.retrieval.options import RetrieverOptions
+from varaverk.retrieval.search import Retriever
 from varaverk_dock.conversations import ChatStore
 
 log = logging.getLogger("varaverk.dock")
@@ -35,11 +37,13 @@ class DockState:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def get_chat_client(self):
-        """The process's chat client (``varaverk.answering.generation.make_chat_client``), made once."""
+        """The process's chat client, made once
+        (``varaverk.answering.generation.chat_client.make_chat_client``)."""
         if self.chat_client is None:
             with self._lock:
                 if self.chat_client is None:
-                    from varaverk.answering.generation import make_chat_client
+                    # httpx: a worker that never generates never loads it
+                    from varaverk.answering.generation.chat_client import make_chat_client
                     self.chat_client = make_chat_client(self.settings)
         return self.chat_client
 
@@ -49,8 +53,6 @@ class DockState:
         if self.retriever is None:
             with self._lock:
                 if self.retriever is None:
-                    from varaverk.retrieval.options import RetrieverOptions
-                    from varaverk.retrieval.search import Retriever
                     try:
                         options = RetrieverOptions.from_settings(self.settings, preload=True)
                         self.retriever = Retriever(self.settings, options=options)

@@ -10,6 +10,10 @@ import logging
 
 from flask import Blueprint, jsonify
 
+from varaverk.errors import VaraverkError
+from varaverk.index.indexer import status as index_status
+from varaverk.index.store import IndexMissing
+from varaverk.ledger.fleet import fleet_totals
 from varaverk_dock.errors import api_error
 from varaverk_dock.state import dock_state
 
@@ -24,10 +28,6 @@ def status():
     behind the repository, as ``ai-index --status`` computes it (``varaverk.index.indexer.status``:
     HEAD moved, files changed, added or removed, or another embedder configured);
     ``{"present": false, "message"}`` when there is no usable index."""
-    from varaverk.errors import VaraverkError
-    from varaverk.index.indexer import status as index_status
-    from varaverk.index.store import IndexMissing
-
     settings = dock_state().settings
     try:
         raw = index_status(settings)
@@ -69,10 +69,6 @@ def tokens():
     """``GET /api/tokens``: ledger token totals (today, last 7 days, all time) per host;
     500 when the totals cannot be computed."""
     settings = dock_state().settings
-    try:
-        from varaverk.ledger import fleet_totals
-    except ImportError:
-        return api_error(501, "the ledger module is not installed")
     try:
         return jsonify(fleet_totals(settings).as_dict())
     except ValueError as exc:

@@ -89,21 +89,20 @@ import json
 import logging
 import sys
 
+from varaverk import cli
 from varaverk import exitcodes
 from varaverk.answering.answer import TurnRequest, run_turn
 from varaverk.cli import HelpFormatter
+from varaverk.config import add_config_option, load_settings
 from varaverk.errors import UsageError, exit_code_for_kind
 
 
 def main(argv: list[str] | None = None) -> int:
     """Read a TurnRequest as JSON on stdin, write its TurnEvents as NDJSON on stdout."""
-    from varaverk.cli import run
-    return run("ai-chat-worker", _main, argv)
+    return cli.run("ai-chat-worker", _main, argv)
 
 
 def _main(argv: list[str] | None) -> int:
-    from varaverk.config import add_config_option, load_settings
-
     parser = argparse.ArgumentParser(
         prog="ai-chat-worker",
         description="Answer one chat turn: a TurnRequest JSON on stdin, NDJSON events on stdout.",

@@ -98,9 +98,15 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from varaverk import cli
 from varaverk import exitcodes
 from varaverk.cli import HelpFormatter
-from varaverk.config import add_config_option
+from varaverk.config import ConfigError, add_config_option, load_settings
+from varaverk.named_sources import all_sources, parse_sources
+
+# The engine (evaluation and search with numpy, embedding and vector_cache with httpx, the
+# indexer with sqlite3 and subprocess) is imported by the step that runs it, so that --help
+# loads none of it (README, "Start-up path").
 
 log = logging.getLogger("varaverk.eval")
 SETUPS = ("baseline", "dense", "lexical", "ours")
@@ -141,7 +147,6 @@ def build_setups(settings, index, embedder, setups: list[str]) -> dict:
     built = {}
     for name in setups:
         if name == "baseline":
-            from varaverk.named_sources import all_sources
             built[name] = baseline_setup(settings.ai_repo_root, embedder,
                                          settings.ai_data_dir / "cache",
                                          all_sources(settings)[1:])
@@ -176,7 +181,7 @@ def evaluate(settings, questions_path: str, setups: list[str], rewrite: str = "f
     index = Index.open(settings.index_path, readonly=True)
     chat_client = None
     if rewrite == "model":
-        from varaverk.answering.generation import make_chat_client
+        from varaverk.answering.generation.chat_client import make_chat_client
         chat_client = make_chat_client(settings)
     queries = prepare_queries(questions, rewrite, chat_client)
     built = build_setups(settings, index, embedder, setups)
@@ -219,8 +224,6 @@ def parse_corpora(specs: list[str], default_repo: Path) -> list[tuple[Path, Path
     that corpus only (a notes corpus: ``notes-qa.jsonl=REPO,vault=notes:/tmp/vault``).
     Raises ValueError naming a pair whose repository is not a git repository, whose
     question file is missing or whose sources are not NAME=TYPE:PATH."""
-    from varaverk.named_sources import parse_sources
-
     out = []
     for spec in specs:
         qa, sep, rest = spec.partition("=")
@@ -300,13 +303,10 @@ def print_tables(result: dict, shapes: bool, rewrite: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns an exit code (0 ok, 78 config or no repository, 1 failure)."""
-    from varaverk import cli
     return cli.run("ai-eval", _main, argv)
 
 
 def _main(argv: list[str] | None) -> int:
-    from varaverk.config import ConfigError, load_settings
-
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")

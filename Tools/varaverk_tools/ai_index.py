@@ -99,18 +99,23 @@
 #     Show the index size, files and chunks per kind, skipped files with reasons, the
 #     embedding backend, model and dimension, the last build and whether the index is behind
 #     the repository; --json prints the same as one JSON object.
-"""ai-index: the entry point (``ai-index`` console script, or ``python Tools/varaverk_tools/ai_index.py``)."""
+"""ai-index: the entry point (``ai-index`` console script, or
+``python Tools/varaverk_tools/ai_index.py``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-# Nothing heavier at import: each step imports what it needs, so that `--help`, AI_ENABLED=false
-# and the no-op refresh stay near the cost of git ls-files (tests/benchmarks/bench_refresh.py).
+# The indexer, the embedders and json are imported by the step that needs them, so that
+# `--help` and AI_ENABLED=false load only these, and the no-op refresh stays near the cost of
+# git ls-files (tests/benchmarks/bench_refresh.py; README, "Start-up path").
+from varaverk import cli
 from varaverk import exitcodes
 from varaverk.cli import HelpFormatter
-from varaverk.config import add_config_option
+from varaverk.config import add_config_option, load_settings
+from varaverk.logs import setup_logging
+from varaverk.terminal import human_output
 
 EPILOG = """\
 modes:
@@ -148,20 +153,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ai-index; returns the exit code (see ``EPILOG``)."""
-    from varaverk.cli import run
-    return run("ai-index", _main, argv)
+    return cli.run("ai-index", _main, argv)
 
 
 def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    from varaverk.config import load_settings
-    from varaverk.logs import setup_logging
-
     settings = load_settings(args.config)
     if args.dry_run or args.status:
         setup_logging(settings, "ai-index", args.verbose, args.quiet, to_file=False)
-        from varaverk.terminal import human_output  # tracked names may hold ESC
-        with human_output(enabled=not args.json):
+        with human_output(enabled=not args.json):  # tracked names may hold ESC
             return _dry_run(settings, args) if args.dry_run else _status(settings, args)
 
     log = setup_logging(settings, "ai-index", args.verbose, args.quiet)
@@ -210,9 +210,7 @@ def _dry_run(settings, args) -> int:
     result["embedder"] = {"backend": embedder.backend, "model": embedder.model,
                           "max_tokens": embedder.max_tokens}
     if args.json:
-        import json
-        print(json.dumps(result, indent=2, ensure_ascii=False))
-        return exitcodes.OK
+        return _print_json(result)
     print(f"dry run: {result['repo_root']} (HEAD {result['head'] or 'none: no commits yet'}), "
           f"{result['tracked']} tracked files{_in_sources(result)}; nothing contacted, "
           f"nothing written")
@@ -237,17 +235,14 @@ def _status(settings, args) -> int:
         info = indexer.status(settings)
     except IndexMissing as exc:
         if args.json:
-            import json
-            print(json.dumps({"path": str(settings.index_path), "exists": False,
-                              "message": str(exc)}))
+            _print_json({"path": str(settings.index_path), "exists": False,
+                         "message": str(exc)}, compact=True)
         else:
             print(f"ai-index: {exc}", file=sys.stderr)
         return exitcodes.NO_INDEX
     info["exists"] = True
     if args.json:
-        import json
-        print(json.dumps(info, indent=2, ensure_ascii=False))
-        return exitcodes.OK
+        return _print_json(info)
     meta, behind = info["meta"], info["behind"]
     print(f"index: {info['path']} ({info['size_bytes'] / 1024:.0f} KiB, "
           f"schema {meta.get('schema_version', '?')})")
@@ -293,6 +288,15 @@ def _status(settings, args) -> int:
                   f"built the index — run ai-index --force to rebuild")
     else:
         print("up to date with the repository")
+    return exitcodes.OK
+
+
+def _print_json(obj: dict, *, compact: bool = False) -> int:
+    """Print ``obj`` as JSON for ``--json``: one line when ``compact``, else indented with
+    non-ASCII kept; returns exit code OK."""
+    import json  # only for --json: the no-op refresh never loads it
+
+    print(json.dumps(obj) if compact else json.dumps(obj, indent=2, ensure_ascii=False))
     return exitcodes.OK
 
 

@@ -137,10 +137,17 @@ import json
 import sys
 from pathlib import Path
 
+from varaverk import cli
 from varaverk import exitcodes
+from varaverk.answering.profiles import get_profile
 from varaverk.cli import HelpFormatter
-from varaverk.config import add_config_option
-from varaverk.documents.chunking import KINDS
+from varaverk.config import add_config_option, load_settings
+from varaverk.documents.chunks import KINDS
+from varaverk.errors import UsageError, VaraverkError, exit_code_for_kind
+from varaverk.logs import setup_logging
+from varaverk.named_sources import all_sources, names_of_types
+from varaverk.retrieval.similar import SectionNotFound, similar
+from varaverk.terminal import human_output
 
 DIM = "\033[2m"
 RESET = "\033[0m"
@@ -246,13 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     Human output (not ``--json``) goes through ``terminal.SafeWriter``: a control character
     from a document or the model is shown as ``\\x1b``, never sent to the terminal raw.
     """
-    from varaverk.cli import run
-    return run("ai-query", _main, argv)
+    return cli.run("ai-query", _main, argv)
 
 
 def _main(argv: list[str] | None) -> int:
-    from varaverk.terminal import human_output
-
     parser = build_parser()
     args = parser.parse_args(argv)
     with human_output(enabled=not args.json):
@@ -260,9 +264,6 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _run(parser, args) -> int:
-    from varaverk.config import load_settings
-    from varaverk.errors import UsageError, VaraverkError
-
     question = " ".join(args.question).strip()
     if not question and not args.similar:
         parser.error("the question is empty")
@@ -271,8 +272,6 @@ def _run(parser, args) -> int:
     if bool(args.token_db) != bool(args.token_host):
         parser.error("--token-db and --token-host go together")
     settings = load_settings(args.config)
-
-    from varaverk.logs import setup_logging
     setup_logging(settings, "ai-query", verbose=args.verbose, quiet=not args.verbose,
                   to_file=settings.ai_enabled)
     if args.similar:
@@ -288,8 +287,7 @@ def _run(parser, args) -> int:
             history = read_history(args.history) if args.history else []
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        from varaverk.answering.profiles import get_profile
-        from varaverk.retrieval.search import Retriever
+        from varaverk.retrieval.search import Retriever  # numpy: not on --help, --similar
         get_profile(args.profile)
         _check_source(args.source, settings)
         retriever = Retriever(settings)
@@ -311,8 +309,6 @@ def _run(parser, args) -> int:
 
 def _check_source(name: str | None, settings) -> None:
     """Raise UsageError when ``--source`` names no configured source (it would match nothing)."""
-    from varaverk.errors import UsageError
-    from varaverk.named_sources import all_sources
     names = [s.name for s in all_sources(settings)]
     if name is not None and name not in names:
         raise UsageError(f"--source {name!r} is not a configured source; choose one of "
@@ -336,7 +332,7 @@ def _print_json(data: dict) -> None:
 
 
 def _search(args, settings, retriever, question, history, filters) -> int:
-    from varaverk.answering.rewrite import standalone_query
+    from varaverk.answering.rewrite import standalone_query  # imports search: numpy
     query = standalone_query(question, history)
     hits = retriever.search(query, filters["k"], kind=args.kind, section=args.section,
                             sources=_search_scope(args, settings))
@@ -357,16 +353,13 @@ def _search_scope(args, settings) -> tuple[str, ...]:
     """--source, else the sources of the profile's types (varaverk: the repository)."""
     if args.source:
         return (args.source,)
-    from varaverk.named_sources import names_of_types
-    from varaverk.answering.profiles import get_profile
     return names_of_types(settings, get_profile(args.profile).source_types)
 
 
 def _similar(args, settings) -> int:
     """--similar: the nearest other sections, from the stored vectors (no model)."""
-    from varaverk.errors import UsageError
-    from varaverk.retrieval.similar import SectionNotFound, similar
-    from varaverk.index.store import Index
+    from varaverk.index.store import Index  # sqlite3: not on --help
+
     try:
         with Index.open(settings.index_path, readonly=True) as idx:
             hits = similar(idx, args.similar, args.k or settings.ai_top_k,
@@ -397,7 +390,7 @@ class _Streamed:
 
 def _answer(args, settings, retriever, question, history, filters) -> int:
     """Run the turn, printing as it streams; then the error or the answer and its sources."""
-    from varaverk.answering.answer import TurnRequest, run_turn
+    from varaverk.answering.answer import TurnRequest, run_turn  # imports search: numpy
 
     request = TurnRequest(profile=args.profile, question=question, history=history,
                           kind=args.kind, section=args.section, k=filters["k"],
@@ -452,8 +445,6 @@ def _show_reasoning(text: str) -> None:
 def _show_error(args, turn: _Streamed) -> int:
     """The turn ended in an error event: say so (the search results instead when no model
     server answered); the exit code follows the error's kind."""
-    from varaverk.errors import exit_code_for_kind
-
     error = turn.error or {}
     turn.out["error"] = {"message": error.get("message", ""), "kind": error.get("kind", "")}
     code = exit_code_for_kind(error.get("kind"))

@@ -75,6 +75,7 @@ import json
 import sys
 from pathlib import Path
 
+from varaverk import cli
 from varaverk import exitcodes
 from varaverk.cli import HelpFormatter
 from varaverk.answering.shell_scan import scan
@@ -99,8 +100,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the scanner on a file or standard input; returns the exit code (0, 1 or 2)."""
-    from varaverk.cli import run
-    return run("ai-scan-shell", _main, argv)
+    return cli.run("ai-scan-shell", _main, argv)
 
 
 def _main(argv: list[str] | None) -> int:

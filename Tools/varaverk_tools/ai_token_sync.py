@@ -17,7 +17,7 @@
 #   conditional request built from the ETag and Last-Modified it saved last time. A 304 means
 #   the cached copy is current and nothing is written. A 200 body is validated and written
 #   atomically to AI_TOKEN_CACHE_DIR/<slot>.tokens.db, with the new validators in a small
-#   sidecar file beside it. The dock's token panel (varaverk.ledger.fleet_totals) reads those
+#   sidecar file beside it. The dock's token panel (varaverk.ledger.fleet.fleet_totals) reads those
 #   files. A systemd timer (Deployment/varaverk-token-sync.timer) or the cron line in
 #   Deployment/varaverk.cron runs the job every four hours.
 #
@@ -124,10 +124,14 @@ from pathlib import Path
 import filelock
 import httpx
 
-from varaverk import exitcodes, ledger
+from varaverk import cli
+from varaverk import exitcodes
 from varaverk.atomic_files import write_atomic
 from varaverk.cli import HelpFormatter
 from varaverk.config import ConfigError, Settings, add_config_option, load_settings
+from varaverk.ledger.fleet import CACHE_SUFFIX, cache_path, fleet_totals, read_hosts_conf
+from varaverk.ledger.rows import parse_text
+from varaverk.ledger.totals import NOT_COLLECTED, PERIODS, Tally, Totals
 from varaverk.logs import setup_logging
 
 PROG = "ai-token-sync"
@@ -210,7 +214,7 @@ def validate_ledger(data: bytes, content_type: str, slot: str) -> list[str]:
         raise InvalidLedger(f"content type {content_type or 'none'!r}, expected text/plain")
     if len(data) > MAX_LEDGER_BYTES:
         raise InvalidLedger(f"{len(data)} bytes, more than {MAX_LEDGER_BYTES}")
-    rows, problems = ledger.parse_text(data, f"{slot}{ledger.CACHE_SUFFIX}")
+    rows, problems = parse_text(data, f"{slot}{CACHE_SUFFIX}")
     if data.strip() and not rows:
         raise InvalidLedger("no well-formed ledger line in the answer")
     return problems
@@ -279,7 +283,7 @@ def sync_partner(client: httpx.Client, slot: str, base_url: str, settings: Setti
     Only ``cache_dir/<slot>.tokens.db`` and its sidecar are ever written.
     """
     url = base_url.rstrip("/") + LEDGER_ENDPOINT
-    cache_file = ledger.cache_path(cache_dir, slot)
+    cache_file = cache_path(cache_dir, slot)
     headers = {"Authorization": f"Bearer {settings.ai_fleet_token}", **_load_validators(
         cache_file, url)}
     try:
@@ -314,7 +318,7 @@ def sync_all(settings: Settings, slots: list[str] | None = None,
     cache folder that is not ours.
     """
     try:
-        hosts = ledger.read_hosts_conf(settings.hosts_conf_path)
+        hosts = read_hosts_conf(settings.hosts_conf_path)
     except ValueError as exc:
         raise ConfigError(f"AI_HOSTS_CONF: {exc}") from None
     partners = {slot: url for slot, url in hosts.items() if slot != settings.ai_host_name}
@@ -349,19 +353,19 @@ def sync_all(settings: Settings, slots: list[str] | None = None,
     return report
 
 
-def format_totals(result: ledger.Totals) -> str:
+def format_totals(result: Totals) -> str:
     """A plain-text table of fleet totals (tokens known; unknown row counts in brackets)."""
-    def cell(tally: ledger.Tally) -> str:
+    def cell(tally: Tally) -> str:
         unknown = tally.unknown_prompt + tally.unknown_completion
         return f"{tally.total_tokens}" + (f" [{unknown} unknown]" if unknown else "")
 
     lines = [f"{'host':<20} {'today':>20} {'last 7 days':>20} {'all time':>20}"]
     for host, periods in result.hosts.items():
-        lines.append(f"{host:<20} " + " ".join(f"{cell(periods[p]):>20}" for p in ledger.PERIODS))
+        lines.append(f"{host:<20} " + " ".join(f"{cell(periods[p]):>20}" for p in PERIODS))
     for slot in result.not_collected:
-        lines.append(f"{slot:<20} {ledger.NOT_COLLECTED}")
+        lines.append(f"{slot:<20} {NOT_COLLECTED}")
     lines.append(f"{'fleet':<20} " + " ".join(f"{cell(result.fleet[p]):>20}"
-                                              for p in ledger.PERIODS))
+                                              for p in PERIODS))
     lines.extend(f"skipped: {problem}" for problem in result.problems)
     return "\n".join(lines)
 
@@ -388,8 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns an exit code from varaverk.exitcodes."""
-    from varaverk.cli import run
-    return run(PROG, _main, argv)
+    return cli.run(PROG, _main, argv)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -399,7 +402,7 @@ def _main(argv: list[str] | None) -> int:
                   to_file=not args.totals_only)
     if args.totals_only:
         try:
-            print(format_totals(ledger.fleet_totals(settings)))
+            print(format_totals(fleet_totals(settings)))
         except ValueError as exc:
             log.error("AI_HOSTS_CONF: %s", exc)
             return exitcodes.CONFIG

@@ -93,6 +93,7 @@ from typing import Callable
 import filelock
 import git
 
+from varaverk import cli
 from varaverk import exitcodes
 from varaverk.cli import HelpFormatter
 from varaverk.config import Settings, add_config_option, load_settings
@@ -262,8 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, *,
          indexer: Callable[[str | None], int] = run_index) -> int:
     """Entry point; returns an exit code from varaverk.exitcodes."""
-    from varaverk.cli import run
-    return run(PROG, lambda args: _main(args, indexer), argv)
+    return cli.run(PROG, lambda args: _main(args, indexer), argv)
 
 
 def _main(argv: list[str] | None, indexer: Callable[[str | None], int]) -> int:

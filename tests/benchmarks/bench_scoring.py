@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.benchmarks import load_average
-from varaverk.documents.chunking import Chunk
+from varaverk.documents.chunks import Chunk
 from varaverk.config import Settings
 from varaverk.retrieval.options import RetrieverOptions
 from varaverk.retrieval.scoring import dense_scores, filter_mask, top_k

@@ -47,7 +47,7 @@ def _settings(repo, data, server, log_dir, **changes) -> Settings:
 
 def test_troubleshoot_answer_cites_log_lines_and_docs_and_leaks_nothing(indexed, tmp_path,
                                                                          caplog, monkeypatch):
-    from varaverk.ledger import read_rows
+    from varaverk.ledger.storage import read_rows
     from varaverk.retrieval.search import Retriever
     from varaverk.answering.answer import TurnRequest, run_turn
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from varaverk.documents.chunking import Chunk
+from varaverk.documents.chunks import Chunk
 from tests.support.repos import harborlab_files
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from varaverk.documents.chunking import SEP, Chunk, chunk_document, split_chunk
+from varaverk.documents.budget import split_chunk
+from varaverk.documents.chunks import SEP, Chunk
+from varaverk.documents.chunking import chunk_document
 from tests.chunking.support import squeeze
 
 HEADER = ("#!/bin/sh\n# PURPOSE\n#   Intro line.\n# OPERATIONAL SAFEGUARDS\n#   Long Guard\n"

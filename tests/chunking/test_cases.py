@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from varaverk.documents.chunking import chunk_document, heading_path
+from varaverk.documents.chunks import KINDS, heading_path
+from varaverk.documents.chunking import CHUNKERS, chunk_document
 from tests.chunking.support import squeeze
+
+
+def test_every_kind_has_its_chunker():
+    assert tuple(CHUNKERS) == KINDS
+    with pytest.raises(ValueError, match="unknown document kind 'wiki'"):
+        chunk_document("a.md", "wiki", "# A\ntext\n")
 
 
 # B10: a UTF-8 BOM must not hide the front matter and the first heading.

@@ -8,7 +8,8 @@ from collections import Counter
 
 import pytest
 
-from varaverk.documents.chunking import KINDS, chunk_document
+from varaverk.documents.chunks import KINDS
+from varaverk.documents.chunking import chunk_document
 from tests.support.repos import HARBORLAB_QUESTIONS, shared_corpus
 
 

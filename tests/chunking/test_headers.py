@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from varaverk.documents.chunking import SEP, chunk_document
+from varaverk.documents.chunks import SEP
+from varaverk.documents.chunking import chunk_document
 from varaverk.documents.script_headers import COMMENT_TITLE, SUMMARY_TITLE
 from tests.chunking.support import by_title, read_fixture
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from varaverk.documents.chunking import SEP, chunk_document, heading_path
+from varaverk.documents.chunks import SEP, heading_path
+from varaverk.documents.chunking import chunk_document
 from tests.chunking.support import read_fixture
 
 BIG = 100_000

@@ -78,7 +78,7 @@ def test_entry_points_run_inside_the_one_wrapper():
 def test_library_errors_share_one_base_with_their_codes_and_kinds():
     from varaverk.config import ConfigError
     from varaverk.embedding import EmbeddingError, EmbeddingUnavailable
-    from varaverk.answering.generation import GenerationError, GenerationUnavailable
+    from varaverk.answering.generation.events import GenerationError, GenerationUnavailable
     from varaverk.locking import LockBusy
     from varaverk.answering.profiles import UnknownProfile
     from varaverk.documents.tracked_files import SourcesError

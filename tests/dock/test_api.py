@@ -11,7 +11,7 @@ import pytest
 from tests.dock.conftest import EXPECTED_ANSWER, QUESTION, SAME, events_of
 from tests.support.repos import git
 from varaverk.config import ConfigError
-from varaverk.ledger import read_rows
+from varaverk.ledger.storage import read_rows
 from varaverk_dock.app import create_app
 from varaverk_dock.conversations import MAX_CONTENT_CHARS
 

@@ -9,7 +9,7 @@ import threading
 import httpx
 
 from tests.dock.conftest import EXPECTED_ANSWER, QUESTION
-from varaverk.ledger import read_rows
+from varaverk.ledger.storage import read_rows
 from varaverk_dock.conversations import ChatStore
 
 

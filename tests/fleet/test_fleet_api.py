@@ -6,9 +6,10 @@ import os
 
 import pytest
 
-from varaverk import ledger
+from varaverk.ledger.fleet import cache_path
+from varaverk.ledger.rows import LedgerRow
+from varaverk.ledger.storage import append_row
 from varaverk.config import Settings
-from varaverk.ledger import LedgerRow
 from varaverk_dock.app import create_app
 from varaverk_dock.fleet_api import LEDGER_PATH
 
@@ -29,9 +30,9 @@ def make_client(tmp_path):
 
 def test_serves_the_ledger_byte_for_byte(make_client):
     client, settings = make_client()
-    ledger.append_row(settings.token_db_path, ROW)
+    append_row(settings.token_db_path, ROW)
     # A partner's cached ledger on this host is never what the endpoint serves.
-    cache = ledger.cache_path(settings.ai_token_cache_dir, "hostB")
+    cache = cache_path(settings.ai_token_cache_dir, "hostB")
     cache.parent.mkdir(parents=True)
     cache.write_text("2025-01-02|10:15:00|hostB|chat|cli|1|1|1.0\n")
     response = client.get(LEDGER_PATH, headers=AUTH)
@@ -49,14 +50,14 @@ def test_no_ledger_yet_is_an_empty_200(make_client):
 
 def test_etag_and_if_modified_since_give_304_until_the_ledger_changes(make_client):
     client, settings = make_client()
-    ledger.append_row(settings.token_db_path, ROW)
+    append_row(settings.token_db_path, ROW)
     first = client.get(LEDGER_PATH, headers=AUTH)
     etag, modified = first.headers["ETag"], first.headers["Last-Modified"]
     again = client.get(LEDGER_PATH, headers={**AUTH, "If-None-Match": etag})
     assert (again.status_code, again.data) == (304, b"")
     again = client.get(LEDGER_PATH, headers={**AUTH, "If-Modified-Since": modified})
     assert again.status_code == 304
-    ledger.append_row(settings.token_db_path, ROW)
+    append_row(settings.token_db_path, ROW)
     changed = client.get(LEDGER_PATH, headers={**AUTH, "If-None-Match": etag})
     assert changed.status_code == 200 and changed.data.count(b"\n") == 2
     # Only a date in the past: the file is newer, so it is sent.
@@ -72,7 +73,7 @@ def test_etag_and_if_modified_since_give_304_until_the_ledger_changes(make_clien
 ])
 def test_missing_or_wrong_token_is_401(make_client, headers):
     client, settings = make_client()
-    ledger.append_row(settings.token_db_path, ROW)
+    append_row(settings.token_db_path, ROW)
     response = client.get(LEDGER_PATH, headers=headers)
     assert response.status_code == 401 and b"hostA" not in response.data
 
@@ -84,7 +85,7 @@ def test_token_header_alternative_is_accepted(make_client):
 
 def test_fleet_sharing_off_without_a_token(make_client):
     client, settings = make_client(token="")
-    ledger.append_row(settings.token_db_path, ROW)
+    append_row(settings.token_db_path, ROW)
     for headers in ({}, {"Authorization": "Bearer "}):
         response = client.get(LEDGER_PATH, headers=headers)
         assert response.status_code == 404 and b"hostA" not in response.data
@@ -100,7 +101,7 @@ def test_a_dock_serving_the_network_lets_partners_in_with_the_fleet_token_only(t
                         ai_log_dir=tmp_path / "log", ai_host_name="hostA",
                         ai_dock_bind="0.0.0.0:8470", ai_dock_token="dock-token-456",
                         ai_fleet_token=TOKEN)
-    ledger.append_row(settings.token_db_path, ROW)
+    append_row(settings.token_db_path, ROW)
     client = create_app(settings).test_client()
     base = "http://192.0.2.10:8470"
     ok = client.get(LEDGER_PATH, base_url=base, headers=AUTH)

@@ -7,8 +7,9 @@ import datetime as dt
 import pytest
 
 from tests.support.environ import write_master_conf
-from varaverk import ledger
-from varaverk.ledger import LedgerRow
+from varaverk.ledger.fleet import cache_path, fleet_totals
+from varaverk.ledger.rows import LedgerRow
+from varaverk.ledger.storage import append_row, read_rows
 from varaverk_tools import ai_token_sync as sync
 
 NOW = dt.datetime(2025, 1, 10, 12, 0, tzinfo=dt.timezone.utc)
@@ -18,7 +19,7 @@ def _add(dock, count: int, *, date="2025-01-10", prompt=100, completion=10, host
     rows = [LedgerRow(date, f"10:{i % 60:02d}:00", host or dock.name, "varaverk", "webgui",
                       prompt + i, completion, 20.0) for i in range(count)]
     for row in rows:
-        ledger.append_row(dock.ledger, row)
+        append_row(dock.ledger, row)
     return rows
 
 
@@ -26,7 +27,7 @@ def _own_sum(docks) -> tuple[int, int, int]:
     """rows, prompt, completion: each host's own ledger read on its own host."""
     rows = prompt = completion = 0
     for dock in docks:
-        own, _ = ledger.read_rows(dock.ledger, host=dock.name)
+        own, _ = read_rows(dock.ledger, host=dock.name)
         rows += len(own)
         prompt += sum(r.prompt_tokens or 0 for r in own)
         completion += sum(r.completion_tokens or 0 for r in own)
@@ -34,7 +35,7 @@ def _own_sum(docks) -> tuple[int, int, int]:
 
 
 def _fleet_sum(settings) -> tuple[int, int, int]:
-    tally = ledger.fleet_totals(settings, now=NOW).fleet["all_time"]
+    tally = fleet_totals(settings, now=NOW).fleet["all_time"]
     return tally.rows, tally.prompt_tokens, tally.completion_tokens
 
 
@@ -48,7 +49,7 @@ def test_fleet_totals_equal_the_sum_of_each_hosts_rows_before_and_after_a_partne
     assert report.outcomes == {"hostB": "updated", "hostC": "updated", "hostD": "unreachable"}
     assert _fleet_sum(a.settings) == _own_sum([a, b, c]) == (15, 303 + 5010 + 371, 150)
 
-    totals = ledger.fleet_totals(a.settings, now=NOW)
+    totals = fleet_totals(a.settings, now=NOW)
     assert set(totals.hosts) == {"hostA", "hostB", "hostC"}
     assert totals.not_collected == ["hostD"]
     assert totals.as_dict()["hosts"]["hostD"] == {"status": "not collected here"}
@@ -59,7 +60,7 @@ def test_fleet_totals_equal_the_sum_of_each_hosts_rows_before_and_after_a_partne
     _add(c, 2, prompt=1)
     report = sync.sync_all(a.settings)
     assert report.outcomes["hostB"] == "unreachable" and report.outcomes["hostC"] == "updated"
-    assert ledger.cache_path(a.settings.ai_token_cache_dir, "hostB").is_file()  # left alone
+    assert cache_path(a.settings.ai_token_cache_dir, "hostB").is_file()  # left alone
     assert _fleet_sum(a.settings) == _own_sum([a, b, c]) == (17, 303 + 5010 + 371 + 3, 170)
 
 
@@ -76,7 +77,7 @@ def test_unchanged_ledger_is_answered_304_and_the_cache_is_left_alone(fleet):
     a, b = fleet["hostA"], fleet["hostB"]
     _add(b, 2)
     assert sync.sync_all(a.settings, slots=["hostB"]).outcomes == {"hostB": "updated"}
-    cached = ledger.cache_path(a.settings.ai_token_cache_dir, "hostB")
+    cached = cache_path(a.settings.ai_token_cache_dir, "hostB")
     before = cached.stat()
     assert sync.sync_all(a.settings, slots=["hostB"]).outcomes == {"hostB": "unchanged"}
     assert b.statuses == [200, 304]
@@ -86,14 +87,14 @@ def test_unchanged_ledger_is_answered_304_and_the_cache_is_left_alone(fleet):
     _add(b, 1)
     assert sync.sync_all(a.settings, slots=["hostB"]).outcomes == {"hostB": "updated"}
     assert b.statuses == [200, 304, 200]
-    assert len(ledger.read_rows(cached, host="hostB")[0]) == 3
+    assert len(read_rows(cached, host="hostB")[0]) == 3
 
 
 def test_a_deleted_cache_is_fetched_again_not_answered_304(fleet):
     a, b = fleet["hostA"], fleet["hostB"]
     _add(b, 2)
     sync.sync_all(a.settings, slots=["hostB"])
-    ledger.cache_path(a.settings.ai_token_cache_dir, "hostB").unlink()
+    cache_path(a.settings.ai_token_cache_dir, "hostB").unlink()
     assert sync.sync_all(a.settings, slots=["hostB"]).outcomes == {"hostB": "updated"}
     assert b.statuses == [200, 200]
 
@@ -106,11 +107,11 @@ def test_rows_of_a_foreign_host_in_a_partner_ledger_do_not_count(fleet):
     _add(c, 4, host="hostA")
     _add(c, 2, host="elsewhere")
     sync.sync_all(a.settings)
-    totals = ledger.fleet_totals(a.settings, now=NOW)
+    totals = fleet_totals(a.settings, now=NOW)
     assert totals.hosts["hostC"]["all_time"].rows == 3
     assert totals.hosts["hostA"]["all_time"].rows == 4
     assert totals.fleet["all_time"].rows == 7
-    cache = ledger.cache_path(a.settings.ai_token_cache_dir, "hostC")
+    cache = cache_path(a.settings.ai_token_cache_dir, "hostC")
     assert totals.problems == [
         f"{cache}:8: 2 row(s) of host 'elsewhere' in the ledger of 'hostC', not counted",
         f"{cache}:4: 4 row(s) of host 'hostA' in the ledger of 'hostC', not counted",
@@ -126,8 +127,8 @@ def test_malformed_lines_in_a_partner_ledger_are_skipped_and_reported(fleet):
     with open(b.ledger, "ab") as handle:
         handle.write(b"2025-01-10|10:00:00|hostB|varav")  # cut off mid-line
     assert sync.sync_all(a.settings, slots=["hostB"]).outcomes == {"hostB": "updated"}
-    totals = ledger.fleet_totals(a.settings, now=NOW)
-    cache = ledger.cache_path(a.settings.ai_token_cache_dir, "hostB")
+    totals = fleet_totals(a.settings, now=NOW)
+    cache = cache_path(a.settings.ai_token_cache_dir, "hostB")
     assert totals.hosts["hostB"]["all_time"].rows == 3
     assert [p.split(": ")[0] for p in totals.problems] == [f"{cache}:3", f"{cache}:5"]
 
@@ -137,7 +138,7 @@ def test_own_ledger_problems_are_reported_too(fleet):
     _add(a, 1)
     with open(a.ledger, "ab") as handle:
         handle.write(b"not a ledger line\n")
-    totals = ledger.fleet_totals(a.settings, now=NOW)
+    totals = fleet_totals(a.settings, now=NOW)
     assert totals.hosts["hostA"]["all_time"].rows == 1
     assert totals.problems == [f"{a.ledger}:2: expected 8 fields separated by '|', found 1, "
                                "skipped"]
@@ -146,7 +147,7 @@ def test_own_ledger_problems_are_reported_too(fleet):
 def test_a_partner_never_collected_is_not_collected_here_never_zero(fleet):
     a = fleet["hostA"]
     _add(a, 1)
-    totals = ledger.fleet_totals(a.settings, now=NOW)  # no sync has run yet
+    totals = fleet_totals(a.settings, now=NOW)  # no sync has run yet
     assert totals.not_collected == ["hostB", "hostC", "hostD"]
     assert set(totals.hosts) == {"hostA"}
     text = sync.format_totals(totals)
@@ -157,7 +158,7 @@ def test_wrong_token_fails_and_leaves_the_cache_alone(fleet):
     a, b = fleet["hostA"], fleet["hostB"]
     _add(b, 2)
     sync.sync_all(a.settings, slots=["hostB"])
-    cached = ledger.cache_path(a.settings.ai_token_cache_dir, "hostB")
+    cached = cache_path(a.settings.ai_token_cache_dir, "hostB")
     before = cached.read_bytes()
     report = sync.sync_all(a.settings.replace(ai_fleet_token="wrong"), slots=["hostB"])
     assert report.outcomes == {"hostB": "failed"} and "HTTP 401" in report.messages["hostB"]
@@ -215,7 +216,7 @@ def test_main_syncs_and_exits_0_with_a_partner_down(fleet, tmp_path, clean_env, 
     _add(b, 2)
     conf = _conf(tmp_path, a.settings)
     assert sync.main(["--config", conf]) == 0
-    assert ledger.cache_path(a.settings.ai_token_cache_dir, "hostB").is_file()
+    assert cache_path(a.settings.ai_token_cache_dir, "hostB").is_file()
     assert sync.main(["--config", conf, "--totals-only"]) == 0
     out = capsys.readouterr().out
     assert "hostD                not collected here" in out and "hostB" in out

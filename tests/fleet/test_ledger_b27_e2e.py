@@ -7,9 +7,11 @@ import datetime as dt
 
 import pytest
 
-from varaverk import ledger
+from varaverk.ledger.rows import parse_line, row_from_completion
+from varaverk.ledger.storage import append_row, read_rows
+from varaverk.ledger.totals import totals
 from varaverk.config import Settings
-from varaverk.answering.generation import make_chat_client
+from varaverk.answering.generation.chat_client import make_chat_client
 
 
 def _complete(model_server, tmp_path):
@@ -35,11 +37,11 @@ def test_b27_ledger_line_from_a_real_stream(model_server, tmp_path, overrides, l
     path = tmp_path / "tokens.db"
     # Dated by this host's clock (given here), whatever the server's created_at says.
     now = dt.datetime(2025, 1, 2, 10, 15, tzinfo=dt.timezone.utc)
-    ledger.append_row(path, ledger.row_from_completion(completion, "hostA", "varaverk", "cli",
-                                                       now=now))
+    append_row(path, row_from_completion(completion, "hostA", "varaverk", "cli",
+                                         now=now))
     assert path.read_text() == line + "\n"
-    result = ledger.totals({"hostA": ledger.read_rows(path, host="hostA")[0]},
-                           ledger.parse_line(line).day)
+    result = totals({"hostA": read_rows(path, host="hostA")[0]},
+             parse_line(line).day)
     tally = result.fleet["today"]
     assert (tally.rows, tally.prompt_tokens, tally.unknown_prompt, tally.completion_tokens) == \
         (1, 0, 1, 12)

@@ -7,7 +7,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from varaverk.documents.chunking import Chunk
+from varaverk.documents.chunks import Chunk
 from varaverk.index.store import (FileRow, Index, IndexChanges, IndexMismatch, IndexMissing,
                                   StoredChunk)
 from varaverk.text import fts_query

@@ -10,8 +10,11 @@ import pytest
 
 from tests.support.model_server import WORD, ModelServer
 from varaverk.config import Settings
-from varaverk.answering.generation import (GenerationError, GenerationUnavailable, LineBuffer,
-                                           OllamaChatClient, OpenAIChatClient, make_chat_client)
+from varaverk.answering.generation.chat_client import make_chat_client
+from varaverk.answering.generation.events import GenerationError, GenerationUnavailable
+from varaverk.answering.generation.ollama import OllamaChatClient
+from varaverk.answering.generation.openai_compatible import OpenAIChatClient
+from varaverk.answering.generation.streaming import LineBuffer
 
 QUESTION = [{"role": "system", "content": "Answer only from the context."},
             {"role": "user", "content": "Context:\n[Backup/rsync_mirror.sh › PURPOSE]\nMirrors.\n\n"

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from varaverk.answering.generation import OpenAIChatClient
+from varaverk.answering.generation.openai_compatible import OpenAIChatClient
 
 pytestmark = pytest.mark.realmodel
 

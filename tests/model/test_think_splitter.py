@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from varaverk.answering.generation import ThinkSplitter
+from varaverk.answering.generation.think_tags import ThinkSplitter
 
 
 def run(deltas):

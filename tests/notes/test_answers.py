@@ -13,7 +13,7 @@ from tests.notes.corpus import REPO_README, make_notes_sources, sources_value
 from tests.support.repos import make_repo
 from varaverk.index import indexer
 from varaverk.answering.answer import TurnRequest, run_turn
-from varaverk.documents.chunking import Chunk
+from varaverk.documents.chunks import Chunk
 from varaverk.index.store import MIGRATIONS, Index, IndexChanges, _split_sql
 
 RESTIC = "how many daily weekly and monthly restic snapshots are kept retention"

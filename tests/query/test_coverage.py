@@ -12,7 +12,7 @@ import pytest
 
 from tests.query.conftest import query_settings
 from tests.support.repos import git
-from varaverk.documents.chunking import Chunk
+from varaverk.documents.chunks import Chunk
 from varaverk.retrieval.coverage import (LEADING, MIN_MARGIN, MISSED_COST, REF_RANK, Coverage,
                                          measure, pool_margin, word_forms, word_weight)
 from varaverk.index.store import FileRow, Index, IndexChanges

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from varaverk.documents.chunking import Chunk
+from varaverk.documents.chunks import Chunk
 from varaverk.retrieval.lexical import Bm25
 from varaverk.text import fts_terms, fts_tokens
 from varaverk.index.store import FileRow, Index, IndexChanges

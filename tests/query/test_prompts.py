@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from varaverk.documents.chunking import Chunk
+from varaverk.documents.chunks import Chunk
 from varaverk.config import Settings
 from varaverk.answering.prompts import ANSWER_RULES, build_messages, context_budget, trim_history
 from varaverk.retrieval.context import format_context, group_block

@@ -48,7 +48,7 @@ def test_standalone_questions_are_left_alone():
 
 
 def _client(server):
-    from varaverk.answering.generation import make_chat_client
+    from varaverk.answering.generation.chat_client import make_chat_client
     return make_chat_client(Settings(ai_gen_backend="ollama", ai_gen_model="m",
                                      ai_ollama_hosts=(server.base_url,), ai_http_timeout=5.0))
 
@@ -75,7 +75,7 @@ def test_model_rewrite_falls_back_on_error(model_server):
 
 
 def test_model_rewrite_falls_back_when_unreachable():
-    from varaverk.answering.generation import make_chat_client
+    from varaverk.answering.generation.chat_client import make_chat_client
     client = make_chat_client(Settings(ai_gen_backend="ollama", ai_gen_model="m",
                                        ai_ollama_hosts=("http://127.0.0.1:9",),
                                        ai_http_timeout=2.0))

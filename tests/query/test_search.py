@@ -55,7 +55,7 @@ def test_section_filter_matches_a_section_whose_upper_case_is_longer(tmp_path):
     # str.upper() does, also when it is the table's longest section name.
     import numpy as np
 
-    from varaverk.documents.chunking import Chunk
+    from varaverk.documents.chunks import Chunk
     from varaverk.config import Settings
     from varaverk.index.store import FileRow, Index, IndexChanges
 

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 
-from varaverk.documents.chunking import Chunk
+from varaverk.documents.chunks import Chunk
 from varaverk.config import Settings
 from varaverk.index.store import FileRow, Index, IndexChanges
 

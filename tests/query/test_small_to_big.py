@@ -412,7 +412,7 @@ def test_merging_reads_the_leading_hits_chunks_in_turn_and_skips_a_vanished_one(
     # merging has its k results.
     import numpy as np
 
-    from varaverk.documents.chunking import Chunk
+    from varaverk.documents.chunks import Chunk
     from varaverk.config import Settings
     from varaverk.retrieval.caches import RowLabel
     from varaverk.retrieval.hits import Hit

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.dock.conftest import QUESTION, SAME, events_of
-from varaverk.ledger import read_rows
+from varaverk.ledger.storage import read_rows
 
 
 def _chats(settings):

@@ -14,7 +14,9 @@ import pytest
 
 from tests.fleet.conftest import clean_env, fleet  # noqa: F401
 from tests.fleet.test_fleet_sync import _add, _conf
-from varaverk import ledger
+from varaverk.ledger.fleet import cache_path
+from varaverk.ledger.rows import LedgerError, LedgerRow, format_row
+from varaverk.ledger.storage import read_rows
 from varaverk_tools import ai_token_sync as sync
 from varaverk_dock.app import create_app
 
@@ -97,8 +99,8 @@ def test_trickling_partner_is_cut_at_the_deadline_and_the_next_is_synced(
           f"with AI_HTTP_TIMEOUT=5")
     assert proc.returncode == 1, proc.stderr  # one partner failed
     assert "no complete answer within 5 s" in proc.stderr
-    assert ledger.cache_path(a.settings.ai_token_cache_dir, "hostB").is_file()
-    assert not ledger.cache_path(a.settings.ai_token_cache_dir, "aslow").exists()
+    assert cache_path(a.settings.ai_token_cache_dir, "hostB").is_file()
+    assert not cache_path(a.settings.ai_token_cache_dir, "aslow").exists()
     # Only generous bounds here (no timing test): the run is not held for minutes.
     assert elapsed < 30
 
@@ -117,8 +119,8 @@ def test_oversized_fields_are_skipped_and_counted(fleet, tmp_path, clean_env, ca
         fh.write(f"2026-01-01|10:00:00|{'h' * 5000}|chat|cli|1|1|1.0\n")
     conf = _conf(tmp_path, a.settings)
     assert sync.main(["--config", conf]) == 0
-    cached = ledger.cache_path(a.settings.ai_token_cache_dir, "hostB")
-    rows, problems = ledger.read_rows(cached)
+    cached = cache_path(a.settings.ai_token_cache_dir, "hostB")
+    rows, problems = read_rows(cached)
     assert len(rows) == 2 and len(problems) == 4
     assert any("prompt_tokens: 5000 digits, more than 12" in p for p in problems)
     assert all(len(p) < 300 for p in problems)  # the message does not echo the field
@@ -131,9 +133,9 @@ def test_oversized_fields_are_skipped_and_counted(fleet, tmp_path, clean_env, ca
 
 
 def test_writer_refuses_a_count_it_could_not_read_back():
-    row = ledger.LedgerRow("2026-01-01", "10:00:00", "h", "chat", "cli", 10 ** 12, 1, 1.0)
-    with pytest.raises(ledger.LedgerError, match="more than 12 digits"):
-        ledger.format_row(row)
+    row = LedgerRow("2026-01-01", "10:00:00", "h", "chat", "cli", 10 ** 12, 1, 1.0)
+    with pytest.raises(LedgerError, match="more than 12 digits"):
+        format_row(row)
 
 
 class OneAnswer(RawServer):
@@ -165,7 +167,7 @@ def _bomb() -> bytes:
 @pytest.mark.parametrize("kind", ["gzip bomb", "html page", "endless body"])
 def test_hostile_partner_bodies_never_replace_the_cache(fleet, kind):  # noqa: F811
     a = fleet["hostA"]
-    cache = ledger.cache_path(a.settings.ai_token_cache_dir, "evil")
+    cache = cache_path(a.settings.ai_token_cache_dir, "evil")
     cache.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     cache.write_bytes(b"2026-01-01|09:00:00|evil|chat|cli|5|5|1.0\n")
     if kind == "gzip bomb":

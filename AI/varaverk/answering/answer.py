@@ -27,14 +27,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from varaverk.errors import VaraverkError, exit_code_for_kind
+from varaverk.answering.generation.events import GenerationUnavailable
 from varaverk.answering.profiles import (CODE_SCANNING, RETRIEVAL, Profile, UnknownProfile,
                                          get_profile)
 from varaverk.answering.prompts import build_messages, context_budget
 from varaverk.answering.rewrite import looks_dependent, standalone_query
+from varaverk.config import ConfigError
+from varaverk.errors import VaraverkError, exit_code_for_kind
+from varaverk.ledger.rows import row_from_completion
+from varaverk.ledger.storage import append_row
+from varaverk.named_sources import names_of_types
 from varaverk.retrieval.context import format_context
 from varaverk.retrieval.hits import citations
 from varaverk.retrieval.relevance import NOT_COVERED
+from varaverk.retrieval.search import Retriever
 
 log = logging.getLogger("varaverk.answering.answer")
 
@@ -182,8 +188,8 @@ def run_turn(request: TurnRequest, settings, *, retriever=None, chat_client=None
         retriever: a ``varaverk.retrieval.search.Retriever``; None opens one from settings when the
             profile needs it (a missing index ends a retrieval profile's turn with an error
             event {"message", "kind": "no_index"}; chat simply stays chat).
-        chat_client: a ``varaverk.answering.generation.ChatClient``; None makes one from settings, only
-            when the model is actually needed.
+        chat_client: a ``varaverk.answering.generation.streaming.ChatClient``; None makes one
+            from settings, only when the model is actually needed.
         ledger_path: append one ledger row here on "done" (None: no row).
         host: the ledger row's host (default ``settings.ai_host_name``).
 
@@ -237,7 +243,6 @@ def _wants_search(profile: Profile) -> bool:
 
 def _open_retriever(profile: Profile, settings):
     """A Retriever from settings; None for a profile that can do without one."""
-    from varaverk.retrieval.search import Retriever
     try:
         return Retriever(settings)
     except Exception as exc:
@@ -271,14 +276,12 @@ def _scope(turn: _Turn) -> tuple[str, ...]:
     profile's source types."""
     if turn.request.source_name:
         return (turn.request.source_name,)
-    from varaverk.named_sources import names_of_types
     return names_of_types(turn.settings, turn.profile.source_types)
 
 
 def _escalation_target(turn: _Turn) -> str | None:
     """``chat``'s escalation: ``notes`` when the best match is in the operator's notes or
     chats, else ``varaverk``; the hits are then kept to the new profile's sources."""
-    from varaverk.named_sources import names_of_types
     original = turn.profile
     target = original.escalates_to
     if original.notes_escalation and turn.hits:
@@ -357,7 +360,6 @@ def _messages(turn: _Turn) -> list[dict]:
 
 def _generate(turn: _Turn):
     """Step generate: stream the model's answer; returns its Completion. Raises TurnFailed."""
-    from varaverk.answering.generation import GenerationUnavailable
     messages = _messages(turn)
     completion = None
     t_gen = time.monotonic()
@@ -389,7 +391,7 @@ def _generate(turn: _Turn):
 def _scan(turn: _Turn, completion) -> Iterator[TurnEvent]:
     """Step scan: the code profile's answer, scanned whole (fenced and indented shell)."""
     if turn.profile.holds(CODE_SCANNING):
-        from varaverk.answering.shell_scan import scan
+        from varaverk.answering.shell_scan import scan  # bashlex: only the code profile scans
         findings = [asdict(f) for f in scan(completion.answer, markdown=True)]
         yield TurnEvent("findings", {"findings": findings})
 
@@ -398,7 +400,6 @@ def _record(turn: _Turn, completion, ledger_path, host: str | None) -> None:
     """Step record: one ledger row; a row that cannot be written is a warning, not a loss."""
     if not ledger_path:
         return
-    from varaverk.ledger import append_row, row_from_completion
     settings, request = turn.settings, turn.request
     try:
         row = row_from_completion(completion, host or settings.ai_host_name,
@@ -413,8 +414,8 @@ def _record(turn: _Turn, completion, ledger_path, host: str | None) -> None:
 def _chat_client(turn: _Turn):
     """The turn's chat client, made from settings on first need; None when none can be."""
     if turn.chat_client is None:
-        from varaverk.config import ConfigError
-        from varaverk.answering.generation import make_chat_client
+        # httpx is imported only when a turn needs the model (see README, start-up path).
+        from varaverk.answering.generation.chat_client import make_chat_client
         try:
             turn.chat_client = make_chat_client(turn.settings)
         except ConfigError as exc:

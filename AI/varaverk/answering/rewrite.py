@@ -93,7 +93,8 @@ def model_rewrite(question: str, history: Sequence[dict] | None, chat_client: An
     Args:
         question: the last user question.
         history: earlier messages, oldest first.
-        chat_client: a ``varaverk.answering.generation.ChatClient`` (``.stream(messages)``).
+        chat_client: a ``varaverk.answering.generation.streaming.ChatClient``
+            (``.stream(messages)``).
 
     Returns:
         A standalone question (never empty).

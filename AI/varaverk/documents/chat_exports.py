@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from varaverk.documents.chunking import Draft
+from varaverk.documents.chunks import Draft
 
 SILENCE = dt.timedelta(hours=3)   # a longer gap between two messages starts a new run
 _LRM = "\u200e\u200f\u202a\u202c\ufeff"

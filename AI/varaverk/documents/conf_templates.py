@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from varaverk.documents.chunking import Draft
+from varaverk.documents.chunks import Draft
 from varaverk.documents.markdown_sections import yaml_key_paths as _yaml_key_paths
 
 _BANNER_CHARS = "─━═—–=\\-~*#_+"

@@ -4,9 +4,10 @@ Headings are whatever the CommonMark parser says they are: ATX (``## X``) and se
 (``X`` over ``===``/``---``) at the top level of the document, never a ``#`` line inside a
 fenced (```` ``` ````, ``~~~``) or indented code block, nor a heading quoted inside a
 block quote or list. A paragraph made only of MDX ``import X from "..."`` lines (Docusaurus
-pages) is site-generator code and is left out, as are lines of an HTML block that hold one bare tag
-and no words (``<TabItem value="yaml">``, ``</ConfigTabs>``). YAML front matter is parsed (mdit-py-plugins' front_matter plugin, then
-PyYAML) into ``meta``; it is never chunk text and never a setext underline.
+pages) is site-generator code and is left out, as are lines of an HTML block that hold one bare
+tag and no words (``<TabItem value="yaml">``, ``</ConfigTabs>``). YAML front matter is parsed
+(mdit-py-plugins' front_matter plugin, then PyYAML) into ``meta``; it is never chunk text and
+never a setext underline.
 
 One chunk per heading: its body is the text from the line after the heading to the next
 heading of any level, without leading and trailing blank lines; the chunk's line range starts
@@ -19,7 +20,7 @@ Fields:
     - ``section``: the heading trail above it joined with `` > `` (``Deploy Guide > Steps``
       for a ``### Substep``), ``""`` for a top-level heading; so ``section > title`` is the
       full heading path.
-    - ``context``: ``path › H1 › H2 › H3`` (``chunking.SEP``). When the document has no level-1
+    - ``context``: ``path › H1 › H2 › H3`` (``chunks.SEP``). When the document has no level-1
       heading, the front matter's ``title`` leads the trail (``zones.md › Zones › Zone
       Inertia``), so a small per-option section still knows which page it is on.
     - A heading with an empty body produces no chunk when a deeper heading follows (its text
@@ -39,15 +40,17 @@ import yaml
 from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from varaverk.documents.chunking import HEADING_JOIN, Draft
+from varaverk.documents.chunks import HEADING_JOIN, Draft
 
 _YAML_INFOS = {"yaml", "yml"}
-# MDX module imports (Docusaurus pages): code for the site generator, not documentation.
 # A line that is only one HTML/JSX tag (``<TabItem value="yaml">``, ``</ConfigTabs>``,
 # ``<Dropdown models={x} />``): layout for the site generator, no words for a reader.
-_BARE_TAG = re.compile(r"""^\s*</?[A-Za-z][\w.:-]*(\s+[\w:.-]+(=("[^"]*"|'[^']*'|\{[^}]*\}|[^\s>]+))?)*\s*/?>\s*$""")
+_BARE_TAG = re.compile(r"""^\s*</?[A-Za-z][\w.:-]*"""
+                       r"""(\s+[\w:.-]+(=("[^"]*"|'[^']*'|\{[^}]*\}|[^\s>]+))?)*\s*/?>\s*$""")
+# MDX module imports (Docusaurus pages): code for the site generator, not documentation.
 _MDX_IMPORT = re.compile(r"""^import\s+[\w{}\s,*]+\s+from\s+["'][^"']+["'];?\s*$""")
-_YAML_KEY = re.compile(r"^(?P<indent>\s*)(?:-\s+)?(?P<key>[A-Za-z_][\w.\-]*|\"[^\"]+\"|'[^']+')\s*:(\s|$)")
+_YAML_KEY = re.compile(r"^(?P<indent>\s*)(?:-\s+)?"
+                       r"(?P<key>[A-Za-z_][\w.\-]*|\"[^\"]+\"|'[^']+')\s*:(\s|$)")
 
 
 @functools.lru_cache(maxsize=1)
@@ -113,7 +116,8 @@ class Outline:
 
     meta: dict[str, Any] = field(default_factory=dict)
     body_start: int = 0  # first line (0-based) that may hold text: after the front matter
-    headings: list[tuple[int, int, int, str]] = field(default_factory=list)  # (level, first, end, text)
+    # (level, first line, end line, text): lines 0-based, the end exclusive, as markdown-it maps
+    headings: list[tuple[int, int, int, str]] = field(default_factory=list)
     labels: dict[int, str] = field(default_factory=dict)   # YAML key paths inside fences
     skipped: set[int] = field(default_factory=set)   # 0-based lines left out (MDX, bare tags)
 

@@ -1,4 +1,4 @@
-"""Notes sources: link titles across a source, and the chunker for its two kinds.
+"""Notes sources: the titles that ``[[links]]`` between notes are written as.
 
 Links between notes are written as their targets' titles in the embedded text, so a chunk
 that says "see [[20240101120000]]" reads "see Backup rotation". That needs every note's title,
@@ -11,16 +11,9 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-
-def unique_words(words: Iterable[str]) -> list[str]:
-    """``words`` without empties and case-insensitive repeats, first spelling kept, in order."""
-    seen: set[str] = set()
-    out = []
-    for w in words:
-        if w and w.lower() not in seen:
-            seen.add(w.lower())
-            out.append(w)
-    return out
+from varaverk.documents.markdown_sections import parse_front_matter
+from varaverk.documents.obsidian_notes import note_name, note_title
+from varaverk.documents.org_notes import org_ids
 
 
 def link_titles(notes: Iterable[tuple[str, str, Callable[[], str | None]]]) -> dict[str, str]:
@@ -34,9 +27,6 @@ def link_titles(notes: Iterable[tuple[str, str, Callable[[], str | None]]]) -> d
         ``{note name (lower case file name without .md): title}`` for Obsidian notes and
         ``{"id:<ID>": title}`` for org nodes with an ``:ID:`` property.
     """
-    from varaverk.documents.obsidian_notes import note_name, note_title
-    from varaverk.documents.org_notes import org_ids
-
     titles: dict[str, str] = {}
     for path, kind, read in notes:
         text = read()
@@ -55,14 +45,4 @@ def _front_matter(text: str) -> dict:
     end = text.find("\n---", 3)
     if end < 0:
         return {}
-    from varaverk.documents.markdown_sections import parse_front_matter
     return parse_front_matter(text[3:end])
-
-
-def note_drafts(path: str, kind: str, text: str, links: dict[str, str]) -> list:
-    """Drafts for a note of kind ``note`` (Obsidian Markdown) or ``org`` (org-mode)."""
-    if kind == "org":
-        from varaverk.documents.org_notes import org_drafts
-        return org_drafts(path, text, links)
-    from varaverk.documents.obsidian_notes import obsidian_drafts
-    return obsidian_drafts(path, text, links)

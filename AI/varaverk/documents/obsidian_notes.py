@@ -1,7 +1,7 @@
 """Obsidian notes (kind ``note``): Markdown with front matter, wikilinks, embeds and callouts.
 
-A note is chunked by headings like any Markdown document (``varaverk.documents.markdown_sections``), after
-these Obsidian rules:
+A note is chunked by headings like any Markdown document
+(``varaverk.documents.markdown_sections``), after these Obsidian rules:
 
 * Front matter (YAML) is metadata, never text: its ``tags`` and ``aliases`` (a list, or one
   string of comma/space-separated words) become the chunk's lexical ``keywords``, with the
@@ -27,9 +27,9 @@ import os
 import re
 from typing import Any
 
-from varaverk.documents.chunking import Draft
+from varaverk.documents.chunks import Draft, unique_words
+from varaverk.documents.markdown_sections import markdown_drafts
 from varaverk.named_sources import file_stem
-from varaverk.documents.note_links import unique_words
 
 WIKILINK = re.compile(r"(!?)\[\[([^\[\]|#]*)(?:#([^\[\]|]*))?(?:\|([^\[\]]*))?\]\]")
 INLINE_TAG = re.compile(r"(?<![\w&/#])#([A-Za-z_][\w/-]*)")
@@ -107,8 +107,6 @@ def obsidian_drafts(path: str, text: str, links: dict[str, str]) -> list[Draft]:
         Markdown drafts whose ``meta`` holds the front matter plus ``keywords`` (tags, aliases,
         inline tags; deduplicated) and ``title``.
     """
-    from varaverk.documents.markdown_sections import markdown_drafts
-
     rewritten, inline = _rewrite_lines(text, links)
     drafts = markdown_drafts(path, rewritten)
     meta = dict(drafts[0].meta) if drafts else {}

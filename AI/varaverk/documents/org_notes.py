@@ -28,9 +28,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from varaverk.documents.chunking import HEADING_JOIN, Draft
+from varaverk.documents.chunks import HEADING_JOIN, Draft, unique_words
 from varaverk.named_sources import file_stem
-from varaverk.documents.note_links import unique_words
 
 HEADLINE = re.compile(r"^(\*+)\s+(.*?)\s*$")
 _TAGS = re.compile(r"\s+(:(?:[\w@#%]+:)+)\s*$")

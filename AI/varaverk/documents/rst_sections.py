@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from varaverk.documents.chunking import Draft
+from varaverk.documents.chunks import Draft
 from varaverk.documents.markdown_sections import Outline, heading_drafts
 
 # The characters docutils accepts as section adornment.

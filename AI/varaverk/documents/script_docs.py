@@ -1,7 +1,8 @@
 """Documentation inside scripts beyond the header comment: usage/help text and banner sections.
 
 Scripts that do not follow the six-section convention still document themselves, in two ways
-this module finds (``varaverk.documents.script_headers`` calls it; the code itself is never a chunk):
+this module finds (``varaverk.documents.script_headers`` calls it; the code itself is never a
+chunk):
 
 - **Usage text** (any script): the text a ``usage()``/``help()`` shell function prints (the
   bodies of its heredocs and the strings of its ``echo``/``printf`` lines), any heredoc whose
@@ -21,7 +22,7 @@ from __future__ import annotations
 import ast
 import re
 
-from varaverk.documents.chunking import Draft
+from varaverk.documents.chunks import Draft
 
 USAGE_TITLE = "usage"
 _USAGE_FUNC = re.compile(r"^\s*(?:function\s+)?(?:show_|print_|_)?(?:usage|help)\s*"
@@ -31,7 +32,8 @@ _ECHO = re.compile(r"""^\s*(?:echo|printf)(?:\s+-[a-zA-Z]+)*\s+(["'])(?P<text>.*
 _ASSIGN = re.compile(r"^\s*(?:export\s+|readonly\s+|local\s+|declare(?:\s+-\w+)*\s+)?"
                      r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 _RULER = re.compile(r"^[#=\-~*_+─━═]{6,}$")
-_INLINE_BANNER = re.compile(r"^#+\s*[─━═=\-~*]{2,}\s*(?P<name>[^─━═=\-~*].*?)\s*[─━═=\-~*]{2,}\s*$")
+_INLINE_BANNER = re.compile(r"^#+\s*[─━═=\-~*]{2,}\s*(?P<name>[^─━═=\-~*].*?)"
+                            r"\s*[─━═=\-~*]{2,}\s*$")
 
 Numbered = list[tuple[int, str]]
 

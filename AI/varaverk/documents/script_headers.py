@@ -28,7 +28,8 @@ Chunks (as ``Draft`` records for ``varaverk.documents.chunking``):
       ``""``, title ``header comment``), unless it is trivial (fewer than 3 lines with text);
     - any script's usage/help text is a chunk titled ``usage``, and a script without the six
       sections that comments in banners gives one chunk per banner section
-      (``varaverk.documents.script_docs``: comments and documented assignments only, never other code).
+      (``varaverk.documents.script_docs``: comments and documented assignments only, never
+      other code).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from varaverk.documents.chunking import Draft
+from varaverk.documents.chunks import Draft
+from varaverk.documents.script_docs import banner_drafts, usage_drafts
 
 SECTIONS = ("PURPOSE", "OPERATIONAL MODEL", "DESIGN PRINCIPLES", "OPERATIONAL SAFEGUARDS",
             "CONFIGURATION", "RUNTIME MODES")
@@ -84,8 +86,6 @@ def header_drafts(path: str, text: str) -> list[Draft]:
         path: repository-relative path; its extension (or shebang) picks the comment syntax.
         text: the decoded, newline-normalised file.
     """
-    from varaverk.documents.script_docs import banner_drafts, usage_drafts
-
     lines = text.split("\n")
     block = find_header(path, text)
     usage = usage_drafts(path, lines)

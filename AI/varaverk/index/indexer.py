@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager, NamedTuple
 
 from varaverk.documents import tracked_files
+from varaverk.documents.stamp import chunker_stamp
 from varaverk.logs import DETAIL
 from varaverk.named_sources import (DEFAULT_SOURCE, NOTE_KINDS, SourceSpec, all_sources)
 from varaverk.index.store import (FileRow, FileState, Index, IndexChanges, IndexCorrupt, IndexMissing,
@@ -339,31 +340,6 @@ def _skip_unchanged(entry: _Entry, stored: FileState | None) -> bool:
 def _skip_stat(entry: _Entry) -> tuple[int, int]:
     """The size and mtime a skip row stores: -1, -1 unless the path was sniffed (``_sniffed``)."""
     return (entry.st.st_size, entry.st.st_mtime_ns) if entry.st is not None else (-1, -1)
-
-
-# secret_patterns: a change to what is masked must re-chunk every document.
-CHUNKER_MODULES = ("chunking", "script_headers", "script_docs", "markdown_sections",
-                   "rst_sections", "conf_templates", "secret_patterns", "obsidian_notes",
-                   "org_notes", "note_links", "chat_exports")
-
-
-def chunker_stamp() -> str:
-    """A checksum of the chunkers' source code (CRC-32, hex).
-
-    Stored in the index; when an upgrade changes the chunkers, the next refresh re-reads and
-    re-chunks every document instead of trusting chunks made by the old rules. Chunks whose
-    text comes out the same keep their vectors, so only what really changed is embedded.
-    """
-    import binascii
-
-    folder = Path(__file__).parent  # the chunkers' package, without importing them
-    crc = 0
-    for name in CHUNKER_MODULES:
-        try:
-            crc = binascii.crc32((folder / f"{name}.py").read_bytes(), crc)
-        except OSError:  # a module missing from this installation
-            crc = binascii.crc32(name.encode(), crc)
-    return f"{crc:08x}"
 
 
 def _read(root: Path, entry: _Entry) -> tuple[bytes | None, str]:
@@ -898,7 +874,7 @@ def _embed_all(emb, chunks: list, progress, report: IndexReport, expect=None):
     stored ones raises IndexMismatch at once (the model behind a name changed), instead of a
     probe request.
     """
-    from varaverk.documents.chunking import split_chunk
+    from varaverk.documents.budget import split_chunk
 
     # Work items: (original chunk id, piece, depth). Originals keep their document order in the
     # result because pieces are collected per original in the order they were split.

@@ -48,7 +48,7 @@ from varaverk.text import fts_query
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from varaverk.documents.chunking import Chunk
+    from varaverk.documents.chunks import Chunk
 
 SCHEMA_VERSION = 2
 FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
@@ -90,12 +90,12 @@ class IndexCorrupt(IndexStoreError):
 
 
 def _stored_chunk_class() -> type:
-    """``StoredChunk``, made on first use: it extends ``varaverk.documents.chunking.Chunk``, and the
+    """``StoredChunk``, made on first use: it extends ``varaverk.documents.chunks.Chunk``, and the
     no-op refresh opens the index without ever reading a chunk (so it never imports the
     chunkers)."""
     cls = globals().get("StoredChunk")
     if cls is None:
-        from varaverk.documents.chunking import Chunk
+        from varaverk.documents.chunks import Chunk
 
         @dataclass(frozen=True)
         class StoredChunk(Chunk):

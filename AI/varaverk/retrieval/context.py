@@ -13,7 +13,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any, Sequence
 
-from varaverk.documents.chunking import SEP
+from varaverk.documents.chunks import SEP
 
 SUBTITLE = "\u203a "  # opens the line naming a titled run inside a group (group_block)
 

@@ -13,7 +13,7 @@ from typing import Iterable
 
 import numpy as np
 
-from varaverk.documents.chunking import heading_path
+from varaverk.documents.chunks import heading_path
 from varaverk.retrieval.hits import Hit
 
 

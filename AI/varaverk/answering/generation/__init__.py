@@ -1,0 +1,1 @@
+"""Streaming chat generation: the Ollama and OpenAI-compatible protocols and what they yield."""

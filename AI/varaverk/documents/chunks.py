@@ -1,0 +1,126 @@
+"""Chunks: the unit that is embedded, stored, scored and cited, and the draft a chunker makes.
+
+Every format chunker (``script_headers``, ``markdown_sections``, ``conf_templates``, ...)
+produces ``Draft`` records; ``varaverk.documents.budget`` turns drafts into ``Chunk`` records
+that fit the embedder's input budget; ``varaverk.documents.chunking`` picks the chunker for a
+document's kind. This module imports no chunker, so every chunker can import it.
+
+Conventions shared by every kind:
+    - ``context`` is ``path › trail...`` joined with ``SEP``; for headers the trail is
+      ``SECTION › title``, for Markdown the heading trail, for templates ``group › KEY``.
+    - ``start_line``/``end_line`` are 1-based, inclusive, in the file as decoded (after BOM
+      removal and newline normalisation, which never changes the line count).
+    - A chunk's ``text`` is never empty.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+SEP = " \u203a "  # " › " joins the context trail: path › SECTION › title
+HEADING_JOIN = " > "  # joins a Markdown heading trail inside ``section``
+
+# Every document kind, in the order error messages list them.
+KINDS = ("header", "readme", "manual", "template", "doc", "note", "org", "chat")
+
+TokenCounter = Callable[[str], int]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One retrievable piece of documentation.
+
+    Attributes:
+        path: repository-relative path (as ``git ls-files -z`` gives it); for another source,
+            the stored path ``NAME:relative/path``.
+        kind: one of ``KINDS``: header (a script's header comment, usage text and banner
+            sections), readme | manual | doc (Markdown or reStructuredText by heading),
+            template (commented configuration by group and key), note (an Obsidian note),
+            org (an org-mode note), chat (a run of messages from a chat export).
+        section: the header section (``OPERATIONAL SAFEGUARDS``), the template group, the chat's
+            name, or for Markdown and notes the heading trail above the nearest heading joined
+            with `` > `` (``Deploy Guide > Steps`` for a chunk under ``### Substep``); empty
+            when none.
+        title: the named paragraph (``MOVER_STOP_TIMEOUT``), the template key, a chat run's
+            time span, or the nearest heading's text (no ``#``s, trimmed); empty for a
+            section's lead prose.
+        start_line, end_line: 1-based inclusive line range in the decoded file.
+        text: the verbatim text shown to users and handed to the model.
+        context: the trail ``path › section › title`` (or the heading trail) that is embedded
+            with the text so a chunk knows where it belongs.
+        part: 0 for a whole chunk; 1..n when an over-budget chunk was split.
+        meta: extra metadata (front matter, property drawers), never embedded; its
+            ``keywords`` list (tags, aliases) is indexed for lexical search only.
+        source: the named source the chunk comes from (``repo``, the homelab repository, or a
+            name from ``AI_SOURCES``; see ``varaverk.named_sources``).
+    """
+
+    path: str
+    kind: str
+    section: str
+    title: str
+    start_line: int
+    end_line: int
+    text: str
+    context: str
+    part: int = 0
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+    source: str = "repo"
+
+    @property
+    def embed_text(self) -> str:
+        """What the embedder sees: the context trail, a newline, then the text."""
+        return f"{self.context}\n{self.text}"
+
+    @property
+    def citation(self) -> str:
+        """How answers cite this chunk: ``path › SECTION › title`` with empty parts left out."""
+        return SEP.join(p for p in (self.path, self.section, self.title) if p)
+
+
+@dataclass
+class Draft:
+    """A chunk before budgeting, as the format chunkers produce it.
+
+    Attributes:
+        section: see ``Chunk.section``.
+        title: see ``Chunk.title``.
+        trail: context elements after the path (``["CONFIGURATION", "MOVER_STOP_TIMEOUT"]``).
+        lines: the chunk text as ``(line_number, text)`` pairs, 1-based file line numbers,
+            in order; the chunk text is the texts joined with newlines.
+        start_line: first line of the chunk's range when it begins before its first text line
+            (a Markdown heading whose body is the text); None means the first text line.
+        meta: metadata copied to every part (front matter).
+        part_labels: for a part of a split draft that starts at line N, ``part_labels[N]``
+            is appended to that part's context: where inside a long block the part begins
+            (the YAML key path ``birdseye > layout`` inside a reference config), which the
+            part's own text no longer shows.
+    """
+
+    section: str
+    title: str
+    trail: list[str]
+    lines: list[tuple[int, str]]
+    start_line: int | None = None
+    meta: dict = field(default_factory=dict)
+    part_labels: dict[int, str] = field(default_factory=dict)
+
+
+def heading_path(chunk) -> str:
+    """The full heading path of a chunk: ``section > title`` (``Deploy Guide > Steps``)."""
+    return HEADING_JOIN.join(p for p in (chunk.section, chunk.title) if p)
+
+
+def unique_words(words: Iterable[str]) -> list[str]:
+    """``words`` without empties and case-insensitive repeats, first spelling kept, in order.
+
+    For a note's ``meta["keywords"]`` (tags, aliases), which the index matches lexically.
+    """
+    seen: set[str] = set()
+    out = []
+    for w in words:
+        if w and w.lower() not in seen:
+            seen.add(w.lower())
+            out.append(w)
+    return out
