@@ -170,9 +170,9 @@ def classifier_stamp() -> str:
 
     spec = importlib.util.find_spec("wcmatch")
     folder = Path(spec.origin).parent if spec is not None and spec.origin else Path()
-    here = Path(__file__).parent
+    here = Path(__file__)
     crc = 0
-    for path in (here / "sources.py", here / "named_sources.py", folder / "__meta__.py",
+    for path in (here, here.parents[1] / "named_sources.py", folder / "__meta__.py",
                  folder / "_wcparse.py", folder / "glob.py"):
         try:
             crc = binascii.crc32(path.read_bytes(), crc)
