@@ -52,7 +52,7 @@ from varaverk import exitcodes
 from varaverk.config import LOCAL_MODEL, ConfigError, Settings, check_embed_model
 from varaverk.errors import VaraverkError
 from varaverk.modelservers import ModelServerUnavailable, forget, pick_ollama_host
-from varaverk.index.store import vector_problem
+from varaverk.index.store.vectors import vector_problem
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ import numpy as np
 
 from varaverk.answering.rewrite import carry_subject, model_rewrite
 from varaverk.documents.tracked_files import list_tracked
-from varaverk.index.store import usable_rows
+from varaverk.index.store.vectors import usable_rows
 from varaverk.retrieval.context import format_context
 from varaverk.retrieval.scoring import dense_scores, top_k
 

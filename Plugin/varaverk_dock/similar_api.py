@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
 
-from varaverk.index.store import Index, IndexCorrupt, IndexMissing
+from varaverk.index.store.errors import IndexCorrupt, IndexMissing
+from varaverk.index.store.index import Index
 from varaverk.retrieval.similar import SectionNotFound, similar
 from varaverk_dock.errors import api_error
 from varaverk_dock.state import dock_state

@@ -12,7 +12,7 @@ from flask import Blueprint, jsonify
 
 from varaverk.errors import VaraverkError
 from varaverk.index.indexer import status as index_status
-from varaverk.index.store import IndexMissing
+from varaverk.index.store.errors import IndexMissing
 from varaverk.ledger.fleet import fleet_totals
 from varaverk_dock.errors import api_error
 from varaverk_dock.state import dock_state

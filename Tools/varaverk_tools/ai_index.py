@@ -229,7 +229,7 @@ def _dry_run(settings, args) -> int:
 
 def _status(settings, args) -> int:
     from varaverk.index import indexer
-    from varaverk.index.store import IndexMissing
+    from varaverk.index.store.errors import IndexMissing
 
     try:
         info = indexer.status(settings)

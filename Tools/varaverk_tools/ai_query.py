@@ -358,7 +358,7 @@ def _search_scope(args, settings) -> tuple[str, ...]:
 
 def _similar(args, settings) -> int:
     """--similar: the nearest other sections, from the stored vectors (no model)."""
-    from varaverk.index.store import Index  # sqlite3: not on --help
+    from varaverk.index.store.index import Index  # sqlite3: not on --help
 
     try:
         with Index.open(settings.index_path, readonly=True) as idx:

@@ -32,7 +32,7 @@ from varaverk.config import load_settings
 from varaverk.embedding import make_embedder
 from varaverk.retrieval.options import RetrieverOptions
 from varaverk.retrieval.search import Retriever
-from varaverk.index.store import Index
+from varaverk.index.store.index import Index
 
 
 class PrecomputedEmbedder:

@@ -48,7 +48,9 @@ from varaverk.config import Settings
 from varaverk.retrieval.options import RetrieverOptions
 from varaverk.retrieval.scoring import dense_scores, filter_mask, top_k
 from varaverk.retrieval.search import Retriever
-from varaverk.index.store import FileRow, Index, IndexChanges, usable_rows
+from varaverk.index.store.index import Index
+from varaverk.index.store.records import FileRow, IndexChanges
+from varaverk.index.store.vectors import usable_rows
 
 DIM = 384
 KINDS = ("header", "readme", "manual", "template", "doc")

@@ -82,7 +82,7 @@ def test_library_errors_share_one_base_with_their_codes_and_kinds():
     from varaverk.locking import LockBusy
     from varaverk.answering.profiles import UnknownProfile
     from varaverk.documents.tracked_files import SourcesError
-    from varaverk.index.store import IndexCorrupt, IndexMismatch, IndexMissing
+    from varaverk.index.store.errors import IndexCorrupt, IndexMismatch, IndexMissing
 
     expected = {
         ConfigError: (exitcodes.CONFIG, "config"), SourcesError: (exitcodes.CONFIG, "repository"),
@@ -106,7 +106,7 @@ def test_library_errors_share_one_base_with_their_codes_and_kinds():
 
 def test_turn_failed_takes_kind_and_code_from_the_error():
     from varaverk.answering.answer import TurnFailed
-    from varaverk.index.store import IndexMismatch
+    from varaverk.index.store.errors import IndexMismatch
 
     failed = TurnFailed.of(IndexMismatch("built with local/a, settings name ollama/b"))
     assert failed.kind == "mismatch" and failed.exit_code == exitcodes.MISMATCH
@@ -125,7 +125,7 @@ def _fresh_logging(tmp_path: Path):
 
 
 def test_run_maps_an_error_to_its_code_and_one_line(tmp_path, capsys):
-    from varaverk.index.store import IndexMissing
+    from varaverk.index.store.errors import IndexMissing
     _fresh_logging(tmp_path)
 
     def main(argv):

@@ -178,7 +178,7 @@ def _answers(settings, query: str) -> list[str]:
 
 
 def _meta(settings) -> dict:
-    from varaverk.index.store import Index
+    from varaverk.index.store.index import Index
     index = Index.open(settings.index_path, readonly=True)
     try:
         return index.meta()

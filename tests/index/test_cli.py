@@ -20,7 +20,7 @@ from tests.index.conftest import ENTRY, cli_env, make_settings, run_index
 from tests.support.repos import git, harborlab_files, make_repo
 from varaverk import exitcodes
 from varaverk.locking import index_lock
-from varaverk.index.store import Index
+from varaverk.index.store.index import Index
 
 CANARIES = ("CANARY-7f3a9c-SECRET", "CANARY-b41e02-SECRET", "CANARY-d9e8aa-UNTRACKED")
 

@@ -16,7 +16,8 @@ from varaverk.index import indexer
 from varaverk.documents.chunking import chunk_document
 from varaverk.embedding import EmbeddingUnavailable, make_embedder
 from varaverk.locking import LockBusy, index_lock
-from varaverk.index.store import Index, IndexMismatch
+from varaverk.index.store.errors import IndexMismatch
+from varaverk.index.store.index import Index
 
 HEADER = """#!/bin/sh
 # PURPOSE

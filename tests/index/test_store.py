@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from varaverk.documents.chunks import Chunk
-from varaverk.index.store import (FileRow, Index, IndexChanges, IndexMismatch, IndexMissing,
-                                  StoredChunk)
+from varaverk.index.store.errors import IndexMismatch, IndexMissing
+from varaverk.index.store.index import Index
+from varaverk.index.store.records import FileRow, IndexChanges
+from varaverk.index.store.stored_chunk import StoredChunk
 from varaverk.text import fts_query
 
 
@@ -88,6 +90,17 @@ def test_a_read_chunk_is_the_chunk_its_constructor_makes(idx):
         read.text = "changed"  # still frozen
 
 
+def test_a_stored_chunk_pickles_as_itself(idx):
+    import pickle
+    chunk = Chunk(path="a.sh", kind="template", section="S", title="A", start_line=1,
+                  end_line=2, text="alpha", context="a.sh › A", meta={"keywords": ["k"]})
+    _write(idx, [(chunk, _unit([1, 2, 2]))])
+    [read] = idx.chunks_for_path("a.sh")
+    back = pickle.loads(pickle.dumps(read))
+    assert type(back) is StoredChunk and back == read and back.id == read.id
+    assert back.meta == read.meta == {"keywords": ["k"]}
+
+
 def test_vector_table_is_cached_until_the_index_changes(idx):
     _write(idx, [(_chunk("a.sh", "A", "alpha"), _unit([1, 0, 0]))])
     first = idx.vector_table()
@@ -137,7 +150,7 @@ def test_b19c_zero_and_nan_rows_are_excluded(tmp_path):
 
 def test_vector_validity_is_one_rule_on_write_and_on_read(idx):
     """A vector the read side would leave out is never written: the whole write is refused."""
-    from varaverk.index.store import usable_rows, vector_problem
+    from varaverk.index.store.vectors import usable_rows, vector_problem
 
     _write(idx, [(_chunk("a.sh", "A", "alpha"), _unit([1, 0, 0]))])
     before = idx.meta()["generation"]
@@ -171,7 +184,7 @@ def test_b20_check_compatible_message(idx):
 
 def test_compatibility_is_decided_by_the_index_from_its_meta(idx):
     """One home: the stored provenance against an embedder, and the settings' recorded names."""
-    from varaverk.index.store import check_compatible, names_other_embedder
+    from varaverk.index.store.compatibility import check_compatible, names_other_embedder
 
     check_compatible(idx.meta(), "ollama", "other")  # no vectors yet: compatible with anything
     assert not names_other_embedder(idx.meta(), "ollama", "other")
@@ -264,9 +277,9 @@ def test_a_write_merges_a_small_full_text_index_into_one_segment(idx):
 
 
 def test_a_large_full_text_index_keeps_fts5s_own_merging(idx, monkeypatch):
-    import varaverk.index.store as store
+    from varaverk.index.store import fts
 
-    monkeypatch.setattr(store, "MAX_MERGED_FTS_PAGES", 0)
+    monkeypatch.setattr(fts, "MAX_MERGED_FTS_PAGES", 0)
     _three_writes(idx)
     assert _fts_segments(idx) > 1
     (a,) = idx.chunks_for_path("a.sh")

@@ -14,7 +14,9 @@ from tests.support.repos import make_repo
 from varaverk.index import indexer
 from varaverk.answering.answer import TurnRequest, run_turn
 from varaverk.documents.chunks import Chunk
-from varaverk.index.store import MIGRATIONS, Index, IndexChanges, _split_sql
+from varaverk.index.store.index import Index
+from varaverk.index.store.records import IndexChanges
+from varaverk.index.store.schema import MIGRATIONS, split_sql
 
 RESTIC = "how many daily weekly and monthly restic snapshots are kept retention"
 
@@ -87,7 +89,7 @@ def test_an_index_of_the_first_schema_migrates_with_its_chunks_searchable(tmp_pa
     conn = sqlite3.connect(path)
     conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT "
                  "NULL, applied_at TEXT NOT NULL)")
-    for statement in _split_sql(MIGRATIONS[0][2]):
+    for statement in split_sql(MIGRATIONS[0][2]):
         conn.execute(statement)
     conn.execute("INSERT INTO schema_migrations VALUES (1, 'initial', 'then')")
     vec = np.array([1, 0, 0], dtype="<f4").tobytes()
@@ -118,7 +120,7 @@ def test_a_question_naming_a_note_alias_is_confident_though_aliases_are_not_embe
     from varaverk.retrieval.options import RetrieverOptions
     from varaverk.retrieval.ranking import mark_aliases
     from varaverk.retrieval.search import Retriever
-    from varaverk.index.store import StoredChunk
+    from varaverk.index.store.stored_chunk import StoredChunk
 
     [chunk] = chunk_document("vault:Pi-hole.md", "note",
                              "---\naliases: dns sinkhole\n---\nPi-hole at .3\n")

@@ -17,7 +17,7 @@ from varaverk.index import indexer
 from varaverk.config import ConfigError, load_settings
 from varaverk.named_sources import parse_sources
 from varaverk.retrieval.search import Retriever
-from varaverk.index.store import Index
+from varaverk.index.store.index import Index
 
 
 

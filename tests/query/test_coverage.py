@@ -15,7 +15,8 @@ from tests.support.repos import git
 from varaverk.documents.chunks import Chunk
 from varaverk.retrieval.coverage import (LEADING, MIN_MARGIN, MISSED_COST, REF_RANK, Coverage,
                                          measure, pool_margin, word_forms, word_weight)
-from varaverk.index.store import FileRow, Index, IndexChanges
+from varaverk.index.store.index import Index
+from varaverk.index.store.records import FileRow, IndexChanges
 from varaverk.text import inflections
 
 # A photo service's manual, added to the harborlab repository: the index then holds ~1,100

@@ -8,7 +8,8 @@ import pytest
 from varaverk.documents.chunks import Chunk
 from varaverk.retrieval.lexical import Bm25
 from varaverk.text import fts_terms, fts_tokens
-from varaverk.index.store import FileRow, Index, IndexChanges
+from varaverk.index.store.index import Index
+from varaverk.index.store.records import FileRow, IndexChanges
 
 TEXTS = [
     ("Backup/rsync_mirror.sh", "MOVER_STOP_TIMEOUT", "How long to wait for the mover to stop "
@@ -163,11 +164,11 @@ def test_posting_runs_count_each_row_as_unique_does(docs):
 
 
 def test_doc_lengths_sum_varints_of_any_width_row_by_row():
-    from varaverk.index.store import _varint_row_sums
+    from varaverk.index.store.fts import varint_row_sums
 
     # Rows of 2, 3 and 1 varints: 5 + 300; 0 + 127 + 128; 2**21 + 7 (a 4-byte varint).
     blobs = [bytes([5, 0x82, 0x2C]), bytes([0, 0x7F, 0x81, 0x00]), bytes([0x81, 0x80, 0x80, 0x07])]
     sizes = np.array([len(b) for b in blobs], dtype=np.int64)
-    assert _varint_row_sums(b"".join(blobs), sizes).tolist() == [305, 255, 2**21 + 7]
+    assert varint_row_sums(b"".join(blobs), sizes).tolist() == [305, 255, 2**21 + 7]
     with pytest.raises(ValueError):
-        _varint_row_sums(bytes([5, 0x82]), np.array([2]))    # the last varint never ends
+        varint_row_sums(bytes([5, 0x82]), np.array([2]))    # the last varint never ends

@@ -14,7 +14,7 @@ from varaverk.retrieval.routing import SHAPE_SECTIONS, route
 from varaverk.retrieval.fusion import rrf
 from varaverk.retrieval.scoring import dense_scores, filter_mask, top_k
 from varaverk.text import exact_names, lexical_text, normalise_title
-from varaverk.index.store import usable_rows as valid_rows
+from varaverk.index.store.vectors import usable_rows as valid_rows
 
 
 def unit(*v):
@@ -264,7 +264,7 @@ def test_routing_folds_non_ascii_case_as_the_patterns_do():
 def test_header_key_ranks_before_its_template_copy():
     from varaverk.retrieval.hits import Hit
     from varaverk.retrieval.ranking import prefer_headers
-    from varaverk.index.store import StoredChunk
+    from varaverk.index.store.stored_chunk import StoredChunk
 
     def hit(cid, kind, title, score):
         c = StoredChunk(path=f"{kind}.x", kind=kind, section="CONFIGURATION", title=title,

@@ -57,7 +57,8 @@ def test_section_filter_matches_a_section_whose_upper_case_is_longer(tmp_path):
 
     from varaverk.documents.chunks import Chunk
     from varaverk.config import Settings
-    from varaverk.index.store import FileRow, Index, IndexChanges
+    from varaverk.index.store.index import Index
+    from varaverk.index.store.records import FileRow, IndexChanges
 
     items = [(Chunk(path=f"{section}.md", kind="doc", section=section, title="Parken",
                     start_line=1, end_line=2, text="rsync mover parking", context=section),
@@ -133,7 +134,7 @@ def test_small_to_big_adds_parent_section_within_budget(retriever):
 
 def test_mismatched_index_is_refused(harborlab_pristine, harborlab_index, model_server):
     from tests.query.conftest import query_settings
-    from varaverk.index.store import IndexMismatch
+    from varaverk.index.store.errors import IndexMismatch
     settings = query_settings(harborlab_pristine, harborlab_index, model_server,
                               ai_embed_backend="ollama", ai_embed_model="other")
     with pytest.raises(IndexMismatch):

@@ -13,7 +13,8 @@ import pytest
 
 from varaverk.documents.chunks import Chunk
 from varaverk.config import Settings
-from varaverk.index.store import FileRow, Index, IndexChanges
+from varaverk.index.store.index import Index
+from varaverk.index.store.records import FileRow, IndexChanges
 
 
 def _write(index: Index, paths: list[str]) -> None:

@@ -121,7 +121,7 @@ def test_around_stops_at_walls():
 
 def _stored(cid: int, section: str, title: str, start: int, size: int, part: int = 0,
             block: int | None = None):
-    from varaverk.index.store import StoredChunk
+    from varaverk.index.store.stored_chunk import StoredChunk
     return StoredChunk(path="conf/app.yml", kind="template", section=section, title=title,
                        start_line=start, end_line=start + 1, text=f"{title} " + "x" * size + "\n",
                        context="", part=part, meta={"block": block} if block else {}, id=cid)
@@ -417,7 +417,8 @@ def test_merging_reads_the_leading_hits_chunks_in_turn_and_skips_a_vanished_one(
     from varaverk.retrieval.caches import RowLabel
     from varaverk.retrieval.hits import Hit
     from varaverk.retrieval.options import RetrieverOptions
-    from varaverk.index.store import FileRow, Index, IndexChanges
+    from varaverk.index.store.index import Index
+    from varaverk.index.store.records import FileRow, IndexChanges
 
     paths = [f"docs/{i}.md" for i in range(6)]
     chunks = [(Chunk(path=p, kind="doc", section="NOTES", title=p, start_line=1, end_line=9,

@@ -45,8 +45,11 @@ from varaverk.documents import tracked_files
 from varaverk.documents.stamp import chunker_stamp
 from varaverk.logs import DETAIL
 from varaverk.named_sources import (DEFAULT_SOURCE, NOTE_KINDS, SourceSpec, all_sources)
-from varaverk.index.store import (FileRow, FileState, Index, IndexChanges, IndexCorrupt, IndexMissing,
-                                  check_compatible, names_other_embedder, vector_problem)
+from varaverk.index.store.compatibility import check_compatible, names_other_embedder
+from varaverk.index.store.errors import IndexCorrupt, IndexMissing
+from varaverk.index.store.index import Index
+from varaverk.index.store.records import FileRow, FileState, IndexChanges
+from varaverk.index.store.vectors import vector_problem
 
 log = logging.getLogger(__name__)
 

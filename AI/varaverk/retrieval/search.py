@@ -38,7 +38,7 @@ from typing import Iterable, Sequence
 
 from varaverk.config import Settings
 from varaverk.embedding import make_embedder
-from varaverk.index.store import Index
+from varaverk.index.store.index import Index
 from varaverk.retrieval import relevance, windows
 from varaverk.retrieval.caches import TableCache
 from varaverk.retrieval.candidates import (POOL, DenseCandidates, LexicalCandidates,

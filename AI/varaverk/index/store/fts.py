@@ -1,0 +1,130 @@
+"""The full-text side of the index: FTS5 search, postings and document lengths, read from the
+``chunks_fts`` table (``varaverk.index.store.schema``), and the merge that keeps it in few
+segments.
+
+Every function takes the index's open connection and runs under the caller's lock
+(``Index``). Postings and lengths come back from SQLite as one comma-joined string (or one
+concatenated BLOB) and are parsed by numpy: far cheaper than a Python row per occurrence on a
+large index. numpy is imported only inside these functions (the no-op refresh opens the
+index too).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+# A write merges the full-text index into one segment while it holds at most this many pages
+# (about 4 KB each; some 12k short chunks): merging rewrites the whole index, so a larger one
+# keeps FTS5's own incremental merging and a write costs what the changed chunks cost.
+MAX_MERGED_FTS_PAGES = 1024
+
+
+def merge(conn: sqlite3.Connection) -> None:
+    """Merge ``chunks_fts`` into one segment (FTS5's ``optimize``) when it holds more than one
+    and at most ``MAX_MERGED_FTS_PAGES`` pages. Each segment costs a look-up for every token a
+    query reads (``postings``, ``search``); the postings and scores stay the same."""
+    segments, pages = conn.execute(
+        "SELECT count(DISTINCT segid), (SELECT count(*) FROM chunks_fts_data) "
+        "FROM chunks_fts_idx").fetchone()
+    if segments > 1 and pages <= MAX_MERGED_FTS_PAGES:
+        conn.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+
+
+def search(conn: sqlite3.Connection, expr: str, limit: int) -> list[tuple[int, float]]:
+    """``[(chunk id, score)]`` for the FTS5 query ``expr``, best first, at most ``limit``.
+
+    The score is BM25 negated (SQLite's bm25 is lower-is-better), so higher is better; a query
+    FTS5 cannot parse gives [].
+    """
+    try:
+        rows = conn.execute(
+            "SELECT rowid, bm25(chunks_fts, 1.0, 1.0) AS rank FROM chunks_fts "
+            "WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?", (expr, int(limit))).fetchall()
+    except sqlite3.OperationalError:
+        return []
+    return [(int(r[0]), -float(r[1])) for r in rows]
+
+
+def doc_lengths(conn: sqlite3.Connection) -> tuple["np.ndarray", "np.ndarray"]:
+    """``(chunk ids int64, lengths int64)`` in id order: the token count of every full-text
+    row, all columns together, from FTS5's ``chunks_fts_docsize`` (one varint per column).
+    Raises ValueError on a size it cannot decode (``varint_row_sums``)."""
+    import numpy as np
+
+    ids, sizes, blobs = conn.execute(
+        "SELECT group_concat(id), group_concat(length(sz)), group_concat(hex(sz), '') "
+        "FROM (SELECT id, sz FROM chunks_fts_docsize ORDER BY id)").fetchone()
+    if not ids:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    lengths = varint_row_sums(bytes.fromhex(blobs),
+                              np.fromstring(sizes, dtype=np.int64, sep=","))
+    return np.fromstring(ids, dtype=np.int64, sep=","), lengths
+
+
+def varint_row_sums(data: bytes, sizes: "np.ndarray") -> "np.ndarray":
+    """Per row, the sum of the SQLite varints (big-endian, 7 bits a byte, high bit set on all
+    but the last) in ``data``: the rows' blobs back to back, ``sizes`` bytes each. int64
+    (rows,). Raises ValueError on a truncated varint or one of 9 bytes (over 2^56: no count)."""
+    import numpy as np
+
+    b = np.frombuffer(data, dtype=np.uint8)
+    last = b < 0x80
+    if not b.size or not last[-1]:
+        raise ValueError("truncated varint in FTS5 document sizes")
+    ends = np.flatnonzero(last)
+    varint = np.cumsum(last) - last             # the varint each byte belongs to
+    after = ends[varint] - np.arange(b.size)    # bytes after it in that varint
+    if after.max() > 7:
+        raise ValueError("9-byte varint in FTS5 document sizes")
+    values = np.bincount(varint, weights=(b & 0x7F).astype(np.int64) << (7 * after))
+    rows = np.searchsorted(np.cumsum(sizes), ends, side="right")
+    return np.bincount(rows, weights=values, minlength=sizes.size).astype(np.int64)
+
+
+def vocabulary(conn: sqlite3.Connection) -> frozenset[str]:
+    """Every token the full-text index holds, from an ``fts5vocab`` row table made in the
+    connection's temp schema (so a read-only index works too)."""
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_row "
+                 "USING fts5vocab(main, chunks_fts, row)")
+    return frozenset(r[0] for r in conn.execute("SELECT term FROM temp.chunks_fts_row"))
+
+
+def create_instance_table(conn: sqlite3.Connection) -> None:
+    """Make the ``fts5vocab`` instance table over ``chunks_fts`` that ``postings`` and
+    ``all_postings`` read, in the connection's temp schema (so a read-only index works too)."""
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_instance "
+                 "USING fts5vocab(main, chunks_fts, instance)")
+
+
+def postings(conn: sqlite3.Connection, token: str,
+             positions: bool = False) -> tuple["np.ndarray", ...]:
+    """Every occurrence of one token in chunk id order: ``(chunk ids,)`` int64, with
+    ``positions`` also the column number (0 context, 1 text) and the token offset within that
+    column. Needs ``create_instance_table``."""
+    import numpy as np
+
+    cols = ["group_concat(doc)"]
+    if positions:
+        cols += ["group_concat(CASE col WHEN 'context' THEN 0 ELSE 1 END)",
+                 "group_concat(offset)"]
+    row = conn.execute(f"SELECT {', '.join(cols)} FROM temp.chunks_fts_instance "
+                       "WHERE term = ?", (token,)).fetchone()
+    return tuple(np.fromstring(v, dtype=np.int64, sep=",") if v else
+                 np.zeros(0, dtype=np.int64) for v in row)
+
+
+def all_postings(conn: sqlite3.Connection) -> tuple[list[str], "np.ndarray", "np.ndarray"]:
+    """``(tokens, sizes, chunk_ids)``: every token's occurrences in one scan (see
+    ``Index.fts_all_postings``). Needs ``create_instance_table``."""
+    import numpy as np
+
+    rows = conn.execute("SELECT term, count(*), group_concat(doc) FROM "
+                        "temp.chunks_fts_instance GROUP BY term").fetchall()
+    sizes = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+    ids = (np.fromstring(",".join([r[2] for r in rows]), dtype=np.int64, sep=",") if rows
+           else np.zeros(0, dtype=np.int64))
+    return [r[0] for r in rows], sizes, ids

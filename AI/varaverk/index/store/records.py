@@ -1,0 +1,66 @@
+"""The rows an index run reads and writes: ``FileState`` (a stored file as change detection
+sees it), ``FileRow`` (a ``files`` row to write) and ``IndexChanges`` (everything one run
+writes, in one transaction). Columns and units: ``varaverk.index.store.schema``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from varaverk.documents.chunks import Chunk
+
+
+class FileState(NamedTuple):
+    """A stored file row as change detection reads it (see ``FileRow``)."""
+
+    size: int
+    mtime_ns: int
+    sha256: str
+    status: str
+    reason: str
+    kind: str
+    chunk_count: int
+    encoding: str
+
+
+class FileRow(NamedTuple):
+    """One ``files`` row: a tracked path's state after a run (``size`` bytes, ``mtime_ns``
+    ns, -1 when not known; ``status`` ``indexed``, ``skipped`` or ``partial``)."""
+
+    path: str
+    kind: str
+    size: int
+    mtime_ns: int
+    sha256: str
+    status: str
+    reason: str = ""
+    chunk_count: int = 0
+    encoding: str = ""
+    source: str = "repo"
+
+
+@dataclass
+class IndexChanges:
+    """Everything one index run writes, applied by ``Index.write`` in one transaction.
+
+    Attributes:
+        replace_all: drop every file and chunk first (``--force``).
+        delete_paths: paths whose file row and chunks go (deleted or renamed away).
+        replace_chunks_of: paths whose chunks are dropped before ``new_chunks`` are added.
+        new_chunks: ``(chunk, vector)`` pairs; vectors float32 ``(dim,)`` L2-normalised.
+        file_rows: file rows to insert or replace.
+        embedder: ``(backend, model, dimension)`` that made ``new_chunks``; None when nothing
+            was embedded by this run.
+        configured: ``(AI_EMBED_BACKEND, AI_EMBED_MODEL)`` as the settings of this run name
+            them, recorded for ``names_other_embedder``; None keeps the recorded ones.
+        meta: other meta entries to set (head, built_at, build_seconds, repo_root, ...).
+    """
+
+    replace_all: bool = False
+    delete_paths: list[str] = field(default_factory=list)
+    replace_chunks_of: list[str] = field(default_factory=list)
+    new_chunks: list[tuple[Chunk, Any]] = field(default_factory=list)
+    file_rows: list[FileRow] = field(default_factory=list)
+    embedder: tuple[str, str, int | None] | None = None
+    configured: tuple[str, str] | None = None
+    meta: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,179 @@
+"""The schema of the index file and its numbered migrations (``MIGRATIONS``, the truth).
+
+Migrations are applied in order, each once, and recorded in
+``schema_migrations(version, name, applied_at)`` (UTC, ISO 8601); the file's schema version is
+the newest applied (``SCHEMA_VERSION``). After them the file holds:
+
+* ``meta(key, value)``, text values: the vectors' provenance (``embed_backend``,
+  ``embed_model``, ``embed_dimension``), the embedder the settings named (``config_backend``,
+  ``config_model``: ``names_other_embedder``), ``repo_root`` and ``head`` (the commit at the
+  last write, a SHA even on a detached HEAD; ``head:NAME`` and ``root:NAME`` per other
+  source), ``built_at`` (UTC), ``build_seconds``, ``scan_started_ns`` (wall clock, ns: the
+  racy-file rule), ``chunker`` (the chunkers' stamp), ``glob_verdicts`` (the globs' verdicts
+  on script candidates), ``last_run``, ``schema_version``, the ``files`` and ``chunks``
+  counts, and ``generation``, a counter bumped by every write so readers know when to reload.
+* ``files(path, kind, size, mtime_ns, sha256, status, reason, chunk_count, encoding,
+  source)``: every tracked path of every source, ``status`` ``indexed``, ``skipped`` (with
+  its ``reason``) or ``partial`` (some chunks failed to embed), so ``--status`` accounts for
+  all of them; ``size`` in bytes and ``mtime_ns`` (ns since the epoch) let a refresh skip an
+  unchanged file without reading it (-1 when not read); ``sha256`` hex of the bytes;
+  ``reason`` of an indexed file names the lines whose secret-looking values were masked.
+* ``chunks(id, path, kind, section, title, start_line, end_line, part, text, context, meta,
+  vec, source, keywords)``: one row per ``Chunk`` (lines 1-based, inclusive; ``part`` 0 or
+  1..n), ``meta`` as JSON, ``keywords`` the lexical-only words (tags, aliases) joined by
+  spaces, never embedded. ``vec`` is the embedding as a little-endian float32 BLOB
+  (``4 * dimension`` bytes), L2-normalised, so cosine similarity is a dot product
+  (``varaverk.index.store.vectors``). Indexed by ``path`` and by ``source``.
+* ``chunks_fts``: FTS5 over the view ``chunks_fts_content(id, context, text)``, whose
+  ``context`` is a chunk's context followed by its keywords (external content, kept in step by
+  triggers on ``chunks``). The tokenizer (``FTS_TOKENIZE``) keeps ``_`` inside words, so
+  ``MOVER_STOP_TIMEOUT`` is one token; ``-`` separates, and a quoted query word becomes a
+  phrase, so ``--force-delete`` still matches exactly those words in that order.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sqlite3
+
+from varaverk.index.store.errors import IndexCorrupt
+
+SCHEMA_VERSION = 2
+FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
+
+# What FTS5 indexes as a chunk's context column: the context, then its keywords (if any).
+_FTS_CONTEXT = ("CASE WHEN {row}.keywords = '' THEN {row}.context "
+                "ELSE {row}.context || char(10) || {row}.keywords END")
+
+MIGRATIONS: list[tuple[int, str, str]] = [
+    (1, "initial", f"""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE files (
+            path TEXT PRIMARY KEY,
+            kind TEXT NOT NULL DEFAULT '',
+            size INTEGER NOT NULL DEFAULT -1,
+            mtime_ns INTEGER NOT NULL DEFAULT -1,
+            sha256 TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL CHECK (status IN ('indexed', 'skipped', 'partial')),
+            reason TEXT NOT NULL DEFAULT '',
+            chunk_count INTEGER NOT NULL DEFAULT 0,
+            encoding TEXT NOT NULL DEFAULT ''
+        );
+        CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY,
+            path TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            section TEXT NOT NULL,
+            title TEXT NOT NULL,
+            start_line INTEGER NOT NULL,
+            end_line INTEGER NOT NULL,
+            part INTEGER NOT NULL DEFAULT 0,
+            text TEXT NOT NULL,
+            context TEXT NOT NULL,
+            meta TEXT NOT NULL DEFAULT '{{}}',
+            vec BLOB NOT NULL
+        );
+        CREATE INDEX chunks_path ON chunks(path);
+        CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            context, text, content='chunks', content_rowid='id', tokenize="{FTS_TOKENIZE}"
+        );
+        CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+            INSERT INTO chunks_fts(rowid, context, text) VALUES (new.id, new.context, new.text);
+        END;
+        CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, context, text)
+            VALUES ('delete', old.id, old.context, old.text);
+        END;
+        CREATE TRIGGER chunks_au AFTER UPDATE ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, context, text)
+            VALUES ('delete', old.id, old.context, old.text);
+            INSERT INTO chunks_fts(rowid, context, text) VALUES (new.id, new.context, new.text);
+        END;
+    """),
+    # Sources (AI_SOURCES): every file and chunk names its source; chunks gain lexical-only
+    # keywords (note tags and aliases), indexed by FTS5 with the context but never embedded.
+    # FTS5 reads its content through a view so that the stored context stays what was embedded.
+    (2, "sources and keywords", f"""
+        ALTER TABLE files ADD COLUMN source TEXT NOT NULL DEFAULT 'repo';
+        ALTER TABLE chunks ADD COLUMN source TEXT NOT NULL DEFAULT 'repo';
+        ALTER TABLE chunks ADD COLUMN keywords TEXT NOT NULL DEFAULT '';
+        CREATE INDEX chunks_source ON chunks(source);
+        DROP TRIGGER chunks_ai;
+        DROP TRIGGER chunks_ad;
+        DROP TRIGGER chunks_au;
+        DROP TABLE chunks_fts;
+        CREATE VIEW chunks_fts_content AS SELECT id, {_FTS_CONTEXT.format(row="chunks")} AS context,
+            text FROM chunks;
+        CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            context, text, content='chunks_fts_content', content_rowid='id',
+            tokenize="{FTS_TOKENIZE}"
+        );
+        INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild');
+        CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+            INSERT INTO chunks_fts(rowid, context, text)
+            VALUES (new.id, {_FTS_CONTEXT.format(row="new")}, new.text);
+        END;
+        CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, context, text)
+            VALUES ('delete', old.id, {_FTS_CONTEXT.format(row="old")}, old.text);
+        END;
+        CREATE TRIGGER chunks_au AFTER UPDATE ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, context, text)
+            VALUES ('delete', old.id, {_FTS_CONTEXT.format(row="old")}, old.text);
+            INSERT INTO chunks_fts(rowid, context, text)
+            VALUES (new.id, {_FTS_CONTEXT.format(row="new")}, new.text);
+        END;
+    """),
+]
+assert MIGRATIONS[-1][0] == SCHEMA_VERSION
+
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def pending_migrations(conn: sqlite3.Connection) -> bool:
+    """True when the file lacks a migration (a read, so opening an up-to-date index never
+    waits for another run's write transaction)."""
+    if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_migrations'").fetchone():
+        return True
+    applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+    return any(version not in applied for version, _, _ in MIGRATIONS) or \
+        max(applied, default=0) > SCHEMA_VERSION
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Apply the migrations the file lacks, inside the caller's transaction.
+
+    Raises IndexCorrupt when the file was written by a newer schema than this code knows.
+    """
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                 "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+    applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+    newest = max(applied, default=0)
+    if newest > SCHEMA_VERSION:
+        raise IndexCorrupt(f"index schema version {newest} is newer than this Varaverk "
+                           f"understands ({SCHEMA_VERSION}); upgrade, or rebuild with --force")
+    for version, name, sql in MIGRATIONS:
+        if version in applied:
+            continue
+        # executescript commits first; run the statements one by one inside our transaction.
+        for statement in split_sql(sql):
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, _now()))
+        conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(version),))
+
+
+def split_sql(script: str) -> list[str]:
+    """Split a migration script into statements (``sqlite3.complete_statement`` aware)."""
+    statements, buf = [], ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                statements.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        statements.append(buf.strip())
+    return statements
