@@ -11,7 +11,7 @@ import logging
 from flask import Blueprint, jsonify
 
 from varaverk.errors import VaraverkError
-from varaverk.index.indexer import status as index_status
+from varaverk.index.status import status as index_status
 from varaverk.index.store.errors import IndexMissing
 from varaverk.ledger.fleet import fleet_totals
 from varaverk_dock.errors import api_error

@@ -172,7 +172,7 @@ def evaluate(settings, questions_path: str, setups: list[str], rewrite: str = "f
     """
     from varaverk.embedding import make_embedder
     from varaverk.evaluation import load_questions, prepare_queries, run_setup, summarise
-    from varaverk.index.indexer import refresh
+    from varaverk.index.refresh import refresh
     from varaverk.index.store.index import Index
 
     questions = load_questions(questions_path)

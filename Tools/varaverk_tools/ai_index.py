@@ -172,11 +172,11 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _refresh(settings, args, log) -> int:
-    from varaverk.index import indexer
+    from varaverk.index.refresh import refresh
 
     try:
-        report = indexer.refresh(settings, None, force=args.force,
-                                 progress=False if args.quiet else None)
+        report = refresh(settings, None, force=args.force,
+                         progress=False if args.quiet else None)
     except KeyboardInterrupt:
         log.error("interrupted: nothing was written, the previous index is unchanged")
         return exitcodes.INTERRUPTED
@@ -202,11 +202,11 @@ def _refresh(settings, args, log) -> int:
 
 
 def _dry_run(settings, args) -> int:
-    from varaverk.index import indexer
     from varaverk.embedding import make_embedder
+    from varaverk.index.plan import plan
 
     embedder = make_embedder(settings)  # nothing is contacted; local counts tokens offline
-    result = indexer.plan(settings, embedder.count_tokens, embedder.max_tokens)
+    result = plan(settings, embedder.count_tokens, embedder.max_tokens)
     result["embedder"] = {"backend": embedder.backend, "model": embedder.model,
                           "max_tokens": embedder.max_tokens}
     if args.json:
@@ -228,11 +228,11 @@ def _dry_run(settings, args) -> int:
 
 
 def _status(settings, args) -> int:
-    from varaverk.index import indexer
+    from varaverk.index.status import status
     from varaverk.index.store.errors import IndexMissing
 
     try:
-        info = indexer.status(settings)
+        info = status(settings)
     except IndexMissing as exc:
         if args.json:
             _print_json({"path": str(settings.index_path), "exists": False,

@@ -94,7 +94,7 @@ def main() -> None:
         repo = make_harborlab(work / "harborlab")
         indexed = work / "indexed"
         settings = base_settings(repo, indexed, server)
-        from varaverk.index.indexer import refresh
+        from varaverk.index.refresh import refresh
         refresh(settings, progress=False)
 
         # 1. time to first token

@@ -1,7 +1,7 @@
 """Benchmark: a full ``--force`` rebuild of harborlab against the raw embedder time (on demand).
 
 Raw: the offline embedder (already loaded) embeds exactly the chunk texts the rebuild embeds, in
-one ``embed`` call. Rebuild: ``indexer.refresh(force=True)`` with that same loaded embedder
+one ``embed`` call. Rebuild: ``refresh(force=True)`` with that same loaded embedder
 (listing, reading, chunking, embedding, one-transaction write). Embedding should dominate:
 target raw / rebuild ≥ 0.90. Runs alternate (raw, rebuild, raw, rebuild...) and the best of
 each is compared, so the shared machine's load hits both alike. Also prints the rebuild's
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 from tests.support.environ import environ_without_ai
 from tests.support.repos import make_harborlab
-from varaverk.index import indexer
+from varaverk.index.refresh import refresh
 from varaverk.documents import tracked_files
 from varaverk.documents.chunking import chunk_document
 from varaverk.config import Settings
@@ -70,7 +70,7 @@ def main() -> int:
             raw_cpu.append(time.process_time() - c0)
             assert not result.errors
             t0, c0 = time.perf_counter(), time.process_time()
-            report = indexer.refresh(settings, emb, force=True, progress=False)
+            report = refresh(settings, emb, force=True, progress=False)
             rebuild_times.append(time.perf_counter() - t0)
             rebuild_cpu.append(time.process_time() - c0)
             reports.append(report)

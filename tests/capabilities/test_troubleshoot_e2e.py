@@ -24,7 +24,7 @@ RATIO_SECTION = "Backup/rsync_mirror.sh › OPERATIONAL SAFEGUARDS › Delete Ra
 @pytest.fixture(scope="module")
 def indexed(harborlab_pristine, tmp_path_factory):
     """harborlab indexed once through the fake Ollama embeddings, and that server."""
-    from varaverk.index.indexer import refresh
+    from varaverk.index.refresh import refresh
 
     server = ModelServer().start()
     data = tmp_path_factory.mktemp("ts-index")

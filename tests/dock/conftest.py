@@ -42,7 +42,7 @@ class DockIndex:
 def dock_index(harborlab_pristine, tmp_path_factory) -> DockIndex:
     """harborlab indexed once per session through the fake Ollama embeddings (2 s, not the
     minutes the real offline embedder would take on two shared cores)."""
-    from varaverk.index.indexer import refresh
+    from varaverk.index.refresh import refresh
 
     data = tmp_path_factory.mktemp("dock-index")
     with ModelServer() as server:

@@ -1,5 +1,5 @@
 """The dock's /api/status is ai-index --status: one computation in the library
-(``varaverk.index.indexer.status``), so both say the same thing about the same index."""
+(``varaverk.index.status.status``), so both say the same thing about the same index."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ def _client(settings):
 
 
 def test_status_is_behind_for_a_changed_file_as_ai_index_says(tmp_path, model_server):
-    from varaverk.index.indexer import refresh, status
+    from varaverk.index.refresh import refresh
+    from varaverk.index.status import status
 
     repo = make_repo(tmp_path / "r", {"README.md": "# R\nThe mover runs nightly.\n",
                                       "Docs/README-Backup.md": "# Backup\nRestic at 02:00.\n"})

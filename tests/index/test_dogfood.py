@@ -6,7 +6,7 @@ import shutil
 
 from tests.index.conftest import MAIN, make_settings
 from tests.support.repos import harborlab_files, make_repo
-from varaverk.index import indexer
+from varaverk.index.refresh import refresh
 from varaverk.retrieval.search import Retriever
 
 DISTRACTORS = ("Backup/rsync_mirror.sh", "Tools/docs_indexer.py", "Tools/mover_stop.sh",
@@ -19,7 +19,7 @@ def test_index_lock_paragraph_is_found_in_our_own_header(tmp_path):
         files[rel] = harborlab_files()[rel]
     repo = make_repo(tmp_path / "repo", files)
     settings = make_settings(repo, tmp_path, None, ai_embed_backend="local")
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.indexed == len(files) and report.failures == []
     retriever = Retriever(settings)
     hits = retriever.search("what stops two index runs overlapping", k=3)

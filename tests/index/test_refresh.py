@@ -12,7 +12,9 @@ import pytest
 
 from tests.index.conftest import cli_env, embed_inputs, make_settings
 from tests.support.repos import git, make_repo
-from varaverk.index import indexer
+from varaverk.index.refresh import refresh
+from varaverk.index.plan import plan
+from varaverk.index.status import status as index_status
 from varaverk.documents.chunking import chunk_document
 from varaverk.embedding import EmbeddingUnavailable, make_embedder
 from varaverk.locking import LockBusy, index_lock
@@ -64,7 +66,7 @@ def lab(tmp_path, model_server):
 
 def test_first_run_indexes_documents_and_accounts_for_everything(lab):
     repo, settings, server = lab
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.tracked == 5 and report.documents == 4 and report.indexed == 4
     assert report.skipped == [("Media/logo.png", "not a documentation kind")]
     assert report.wrote and report.locked and report.failures == []
@@ -91,7 +93,7 @@ def test_an_index_file_another_run_has_just_created_is_not_an_error(lab):
             sqlite3.connect(settings.index_path).close()  # a SQLite file with no tables
         else:
             settings.index_path.write_bytes(content)
-        report = indexer.refresh(settings, progress=False)
+        report = refresh(settings, progress=False)
         assert report.locked and report.indexed == 4, report.summary()
         settings.index_path.unlink()
         for side in ("-wal", "-shm"):
@@ -100,10 +102,10 @@ def test_an_index_file_another_run_has_just_created_is_not_an_error(lab):
 
 def test_unchanged_second_run_reads_nothing_and_embeds_nothing(lab):
     repo, settings, server = lab
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     generation = Index.open(settings.index_path, readonly=True).generation()
     server.requests.clear()
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.files_read == 0 and report.chunks_embedded == 0 and report.embed_calls == 0
     assert report.unchanged == 4 and not report.wrote and not report.locked
     assert server.requests == []  # not even a health check
@@ -114,19 +116,20 @@ def test_a_no_op_run_takes_kinds_from_the_index_until_the_globs_change(lab):
     """A no-op run compiles no glob (nor loads wcmatch): stored kinds stand while the globs
     that decided them are the same; a changed glob is applied to every path at once."""
     repo, settings, server = lab
-    indexer.refresh(settings, progress=False)
-    probe = ("import sys\nfrom varaverk.index import indexer\nfrom varaverk.config import load_settings\n"
-             "report = indexer.refresh(load_settings(None), progress=False)\n"
+    refresh(settings, progress=False)
+    probe = ("import sys\nfrom varaverk.index.refresh import refresh\n"
+             "from varaverk.config import load_settings\n"
+             "report = refresh(load_settings(None), progress=False)\n"
              "print(report.unchanged, report.wrote, 'wcmatch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          env=cli_env(settings), cwd=repo)
     assert out.stdout.split() == ["4", "False", "False"], out.stderr
     moved = settings.replace(ai_globs_exclude=("Docs/**",))
-    report = indexer.refresh(moved, progress=False)
+    report = refresh(moved, progress=False)
     assert report.wrote and ("Docs/README-Backup.md", "not a documentation kind") in report.skipped
     assert "Docs/README-Backup.md" not in _chunk_texts(moved)
-    assert indexer.refresh(moved, progress=False).wrote is False
-    back = indexer.refresh(settings, progress=False)  # and back: the readme is indexed again
+    assert refresh(moved, progress=False).wrote is False
+    back = refresh(settings, progress=False)  # and back: the readme is indexed again
     assert back.wrote and back.indexed == 1 and "Docs/README-Backup.md" in _chunk_texts(settings)
 
 
@@ -141,12 +144,13 @@ def test_recorded_glob_verdicts_decide_script_candidates_as_the_globs_would(tmp_
     (repo / "tools/run.rb").chmod(0o755)
     git(repo, "commit", "-q", "-m", "exec")
     settings = make_settings(repo, tmp_path, model_server)
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     kinds = dict(_rows(settings, "SELECT path, kind FROM files"))
     assert (kinds["bin/rotate"], kinds["tools/run.rb"], kinds["Configurations/hosts"]) == \
         ("header", "header", "")
-    probe = ("import sys\nfrom varaverk.index import indexer\nfrom varaverk.config import load_settings\n"
-             "report = indexer.refresh(load_settings(None), progress=False)\n"
+    probe = ("import sys\nfrom varaverk.index.refresh import refresh\n"
+             "from varaverk.config import load_settings\n"
+             "report = refresh(load_settings(None), progress=False)\n"
              "print(report.wrote, 'wcmatch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          env=cli_env(settings), cwd=repo)
@@ -154,20 +158,20 @@ def test_recorded_glob_verdicts_decide_script_candidates_as_the_globs_would(tmp_
     git(repo, "update-index", "--chmod=-x", "tools/run.rb")
     (repo / "tools/run.rb").chmod(0o644)
     git(repo, "commit", "-q", "-m", "not exec")
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert ("tools/run.rb", "not a documentation kind") in report.skipped
     assert dict(_rows(settings, "SELECT path, kind FROM files"))["tools/run.rb"] == ""
 
 
 def test_changing_one_file_re_embeds_only_its_chunks(lab):
     repo, settings, server = lab
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     server.requests.clear()
     new = HEADER.format(purpose="Stops the mover before backups and scrubs.", timeout=600)
     (repo / "Tools/mover_stop.sh").write_text(new)
     old = chunk_document("Tools/mover_stop.sh", "header", FILES["Tools/mover_stop.sh"],
                          max_tokens=256, count_tokens=len)
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.files_read == 1 and report.indexed == 1 and report.unchanged == 3
     embedded = embed_inputs(server)
     expected = chunk_document("Tools/mover_stop.sh", "header", new, max_tokens=256,
@@ -193,19 +197,19 @@ def test_changing_one_file_re_embeds_only_its_chunks(lab):
 
 def test_same_content_new_mtime_costs_a_hash_not_an_embedding(lab):
     repo, settings, server = lab
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     ids_before = _rows(settings, "SELECT id FROM chunks ORDER BY id")
     server.requests.clear()
     st = os.stat(repo / "README.md")
     os.utime(repo / "README.md", ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.files_read == 1 and report.rehashed == 1 and report.indexed == 0
     assert embed_inputs(server) == []
     assert _rows(settings, "SELECT id FROM chunks ORDER BY id") == ids_before
     assert _rows(settings, "SELECT mtime_ns FROM files WHERE path = 'README.md'") == \
         [(st.st_mtime_ns + 5_000_000_000,)]
     server.requests.clear()
-    assert indexer.refresh(settings, progress=False).files_read == 0  # and now it is settled
+    assert refresh(settings, progress=False).files_read == 0  # and now it is settled
 
 
 def test_a_same_size_edit_with_its_mtime_restored_is_found_by_the_racy_rule(lab, tmp_path):
@@ -215,7 +219,7 @@ def test_a_same_size_edit_with_its_mtime_restored_is_found_by_the_racy_rule(lab,
     path = repo / "README.md"
     ahead = time.time_ns() + 3_000_000_000
     os.utime(path, ns=(ahead, ahead))
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     before = path.read_bytes()
     after = before.replace(b"The homelab.", b"The datalab.")
     assert len(after) == len(before)
@@ -225,9 +229,9 @@ def test_a_same_size_edit_with_its_mtime_restored_is_found_by_the_racy_rule(lab,
     path.write_bytes(after)
     subprocess.run(["touch", "-r", str(reference), str(path)], check=True)
     assert os.stat(path).st_mtime_ns == ahead and os.stat(path).st_size == len(before)
-    behind = indexer.status(settings)["behind"]
+    behind = index_status(settings)["behind"]
     assert behind["behind"] and behind["changed"] == ["README.md"]
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.indexed == 1 and report.files_read >= 1
     assert any("The datalab." in t for t in _chunk_texts(settings)["README.md"])
 
@@ -238,11 +242,11 @@ def test_files_older_than_the_last_build_are_not_read_again(lab):
     past = os.stat(repo / "README.md").st_mtime_ns - 60_000_000_000
     for rel in FILES:
         os.utime(repo / rel, ns=(past, past))
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     (repo / "Tools/other.sh").write_text(FILES["Tools/other.sh"] + "# changed\n")
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.files_read == 1 and report.unchanged == 3
-    assert indexer.status(settings)["behind"]["behind"] is False
+    assert index_status(settings)["behind"]["behind"] is False
 
 
 def test_b05_deleted_and_renamed_files_lose_their_chunks(tmp_path, model_server):
@@ -250,13 +254,13 @@ def test_b05_deleted_and_renamed_files_lose_their_chunks(tmp_path, model_server)
                                       "docs/Manual-old.md": b"# Setup\nRun setup.sh\n"})
     settings = make_settings(repo, tmp_path, model_server,
                              ai_globs_doc=("docs/**/*.md",))
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     assert {p for (p,) in _rows(settings, "SELECT DISTINCT path FROM chunks")} == \
         {"docs/README.md", "docs/Manual-old.md"}
     git(repo, "mv", "docs/Manual-old.md", "docs/Manual-install.md")
     git(repo, "rm", "-q", "docs/README.md")
     git(repo, "commit", "-q", "-m", "rename and delete")
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert sorted(report.deleted) == ["docs/Manual-old.md", "docs/README.md"]
     assert _rows(settings, "SELECT DISTINCT path FROM chunks") == [("docs/Manual-install.md",)]
     with Index.open(settings.index_path, readonly=True) as idx:
@@ -270,12 +274,12 @@ def test_b02_submodule_and_rm_file_run_completes(tmp_path, model_server):
     repo = make_repo(tmp_path / "super", {"README.md": b"# Super\nText\n",
                                           "Manual-old.md": b"# Old\nOld text\n"})
     settings = make_settings(repo, tmp_path, model_server, ai_globs_manual=("Manual-*.md",))
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     assert ("Manual-old.md",) in _rows(settings, "SELECT DISTINCT path FROM chunks")
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "docs/theme")
     git(repo, "commit", "-q", "-m", "submodule")
     (repo / "Manual-old.md").unlink()
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert _rows(settings, "SELECT DISTINCT path FROM chunks") == [("README.md",)]
     skipped = dict(report.skipped)
     assert skipped["docs/theme"] == "submodule (gitlink, mode 160000)"
@@ -286,19 +290,19 @@ def test_b02_submodule_and_rm_file_run_completes(tmp_path, model_server):
 def test_b04_staged_files_indexed_and_detached_head_sha_stored(tmp_path, model_server):
     repo = make_repo(tmp_path / "r", {})
     settings = make_settings(repo, tmp_path, model_server)
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.tracked == 0 and report.head is None
     (repo / "README.md").write_bytes(b"# R\nStaged only.\n")
     # Stamped well before the build, so the racy rule has no reason to read it again below.
     past = os.stat(repo / "README.md").st_mtime_ns - 60_000_000_000
     os.utime(repo / "README.md", ns=(past, past))
     git(repo, "add", "README.md")
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.indexed == 1 and _rows(settings, "SELECT DISTINCT path FROM chunks") == [("README.md",)]
     git(repo, "commit", "-q", "-m", "one")
     git(repo, "checkout", "-q", "--detach")
     sha = git(repo, "rev-parse", "HEAD").strip()
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.wrote and report.files_read == 0  # only HEAD moved
     assert Index.open(settings.index_path, readonly=True).meta()["head"] == sha
 
@@ -309,7 +313,7 @@ def test_b08_legacy_encoding_is_indexed_with_a_warning(tmp_path, model_server, c
     settings = make_settings(repo, tmp_path, model_server,
                              ai_globs_doc=("README.md", "notes/*.org"))
     with caplog.at_level("WARNING", logger="varaverk"):
-        report = indexer.refresh(settings, progress=False)
+        report = refresh(settings, progress=False)
     assert report.indexed == 2 and report.failures == []
     texts = _chunk_texts(settings)
     assert any("Coffee costs 2\u00a2 here" in t for t in texts["notes/inbox.org"])
@@ -323,9 +327,9 @@ def test_binary_document_is_skipped_with_a_warning(tmp_path, model_server):
     repo = make_repo(tmp_path / "r", {"README.md": b"# Ok\nfine\n",
                                       "Docs/README-bin.md": b"# x\n\0\0binary"})
     settings = make_settings(repo, tmp_path, model_server)
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert dict(report.skipped)["Docs/README-bin.md"] == "binary file (NUL byte in the first 8 KiB)"
-    report = indexer.refresh(settings, progress=False)  # recorded: not read again
+    report = refresh(settings, progress=False)  # recorded: not read again
     assert report.files_read == 0
     assert dict(report.skipped)["Docs/README-bin.md"].startswith("binary")
 
@@ -337,7 +341,7 @@ def test_symlink_to_outside_is_never_read(tmp_path, model_server):
     os.symlink(secret, repo / "README-link.md")
     git(repo, "add", "-A")
     settings = make_settings(repo, tmp_path, model_server, ai_globs_readme=("README-*.md",))
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert dict(report.skipped)["README-link.md"].startswith("symbolic link resolving outside")
     assert not any("CANARY" in t for t in embed_inputs(model_server))
     assert b"CANARY" not in settings.index_path.read_bytes()
@@ -348,7 +352,7 @@ def _two_version_repo(tmp_path, server, n=6):
              for i in range(n)}
     repo = make_repo(tmp_path / "r", files)
     settings = make_settings(repo, tmp_path, server, ai_embed_batch=2)
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     for i in range(n):
         (repo / f"Tools/job{i}.sh").write_text(HEADER.format(purpose=f"Job {i} version two.",
                                                              timeout=i))
@@ -374,11 +378,11 @@ def test_interrupted_run_leaves_the_previous_index_whole(tmp_path, model_server)
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        indexer.refresh(settings, progress=interrupt)
+        refresh(settings, progress=interrupt)
     assert calls and calls[0] < 20  # interrupted after the first batch of many
     assert _rows(settings, "SELECT id, path, text, vec FROM chunks ORDER BY id") == before
     _assert_version_one_intact(settings)
-    report = indexer.refresh(settings, progress=False)  # the next run does the whole job
+    report = refresh(settings, progress=False)  # the next run does the whole job
     assert report.indexed == 6
     assert not any("version one" in t for ts in _chunk_texts(settings).values() for t in ts)
 
@@ -391,7 +395,7 @@ def test_server_gone_mid_run_leaves_the_previous_index_whole(tmp_path, model_ser
         model_server.stop()
 
     with pytest.raises(EmbeddingUnavailable):
-        indexer.refresh(settings, progress=stop_server)
+        refresh(settings, progress=stop_server)
     assert _rows(settings, "SELECT id, path, text, vec FROM chunks ORDER BY id") == before
     _assert_version_one_intact(settings)
 
@@ -400,7 +404,7 @@ def test_b19a_one_bad_chunk_costs_one_chunk_and_is_retried_next_run(tmp_path, mo
     bad = HEADER.format(purpose="Poisoned NaN! paragraph.", timeout=1)
     repo = make_repo(tmp_path / "r", {"Tools/bad.sh": bad, "Tools/good.sh": FILES["Tools/other.sh"]})
     settings = make_settings(repo, tmp_path, model_server)
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.indexed == 1 and report.chunks_failed == 1
     (path, message), = report.failures
     assert path == "Tools/bad.sh" and "NaN" in message
@@ -411,7 +415,7 @@ def test_b19a_one_bad_chunk_costs_one_chunk_and_is_retried_next_run(tmp_path, mo
     assert status == "partial" and reason.startswith("1 of 3 chunks failed to embed")
     model_server.nan_marker = None  # the server is fixed: the next run retries that file only
     model_server.requests.clear()
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.files_read == 1 and report.indexed == 1 and report.failures == []
     assert len(_chunk_texts(settings)["Tools/bad.sh"]) == 3
 
@@ -422,7 +426,7 @@ def test_b18_chunk_refused_as_too_long_is_halved_and_retried(tmp_path, model_ser
     repo = make_repo(tmp_path / "r", {"README.md": text})
     settings = make_settings(repo, tmp_path, model_server)
     model_server.max_input_chars = 120
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.failures == [] and report.indexed == 1
     stored = " ".join(_chunk_texts(settings)["README.md"])
     for word in ("word0", "word39", "Deploys the app."):
@@ -436,25 +440,25 @@ def test_b20_switching_model_without_force_is_refused(tmp_path, model_server):
     model_server.dims = {"all-minilm": 384, "nomic-embed-text": 768}
     repo = make_repo(tmp_path / "r", {"README.md": "# R\nOne.\n", "Docs/README-x.md": "# X\nTwo.\n"})
     settings = make_settings(repo, tmp_path, model_server)
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     assert _rows(settings, "SELECT DISTINCT length(vec) FROM chunks") == [(1536,)]
     (repo / "README.md").write_text("# R\nOne changed.\n")
     switched = settings.replace(ai_embed_model="nomic-embed-text")
     model_server.requests.clear()
     with pytest.raises(IndexMismatch) as err:
-        indexer.refresh(switched, progress=False)
+        refresh(switched, progress=False)
     assert str(err.value).startswith("index built with ollama/all-minilm (384 dims); this run uses "
                                      "ollama/nomic-embed-text")
     assert str(err.value).endswith("run ai-index --force to rebuild")
     assert embed_inputs(model_server) == []  # refused before any embedding
     assert _rows(settings, "SELECT DISTINCT length(vec) FROM chunks") == [(1536,)]
-    report = indexer.refresh(switched, force=True, progress=False)
+    report = refresh(switched, force=True, progress=False)
     assert report.indexed == 2
     assert _rows(settings, "SELECT DISTINCT length(vec) FROM chunks") == [(3072,)]
     meta = Index.open(settings.index_path, readonly=True).meta()
     assert (meta["embed_model"], meta["embed_dimension"]) == ("nomic-embed-text", "768")
     with pytest.raises(IndexMismatch):  # and back again needs --force too, even with no change
-        indexer.refresh(settings, progress=False)
+        refresh(settings, progress=False)
 
 
 def test_lock_held_by_another_run_gives_lock_busy_naming_it(lab):
@@ -462,24 +466,24 @@ def test_lock_held_by_another_run_gives_lock_busy_naming_it(lab):
     settings = settings.replace(ai_index_lock_timeout=0.3)
     with index_lock(settings.index_path, 1, command="ai-index --force (test holder)"):
         with pytest.raises(LockBusy) as err:
-            indexer.refresh(settings, progress=False)
+            refresh(settings, progress=False)
     assert "ai-index --force (test holder)" in str(err.value)
     assert f"pid {os.getpid()}" in str(err.value)
     assert err.value.holder["command"] == "ai-index --force (test holder)"
     assert not settings.index_path.exists() or \
         _rows(settings, "SELECT count(*) FROM chunks") == [(0,)]
-    assert indexer.refresh(settings, progress=False).indexed == 4  # free again
+    assert refresh(settings, progress=False).indexed == 4  # free again
 
 
 def test_plan_counts_chunks_per_kind_and_writes_nothing(lab):
     repo, settings, server = lab
     emb = make_embedder(settings)
-    result = indexer.plan(settings, emb.count_tokens, emb.max_tokens)
+    result = plan(settings, emb.count_tokens, emb.max_tokens)
     assert server.requests == []
     assert not settings.ai_data_dir.exists() and not settings.ai_log_dir.exists()
     assert result["kinds"]["header"]["files"] == 2 and result["kinds"]["readme"]["files"] == 1
     assert result["kinds"]["doc"] == {"files": 1, "chunks": 1}
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert result["chunks"] == report.chunks_embedded
     assert result["skipped"] == [{"path": "Media/logo.png", "kind": "",
                                   "reason": "not a documentation kind"}]
@@ -487,15 +491,15 @@ def test_plan_counts_chunks_per_kind_and_writes_nothing(lab):
 
 def test_status_reports_behind_by_stat_and_head(lab):
     repo, settings, server = lab
-    indexer.refresh(settings, progress=False)
-    info = indexer.status(settings)
+    refresh(settings, progress=False)
+    info = index_status(settings)
     assert info["behind"]["behind"] is False and info["tracked"] == 5
     assert info["files_by_kind"] == {"header": 2, "readme": 1, "doc": 1}
     (repo / "README.md").write_text("# Lab\n\nChanged.\n")
     (repo / "Docs/README-New.md").write_text("# New\n")
     git(repo, "add", "Docs/README-New.md")
     git(repo, "commit", "-q", "-m", "new")
-    behind = indexer.status(settings)["behind"]
+    behind = index_status(settings)["behind"]
     assert behind["head_moved"] and behind["changed"] == ["README.md"]
     assert behind["added"] == ["Docs/README-New.md"] and behind["behind"]
 
@@ -508,7 +512,7 @@ def test_b10_b11_bom_and_crlf_never_reach_the_index(tmp_path, model_server):
                            b"#   BACKUP_DIR=/srv/bak\r\n",
     })
     settings = make_settings(repo, tmp_path, model_server)
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     rows = _rows(settings, "SELECT path, section, title, text, context FROM chunks ORDER BY id")
     assert rows, "nothing indexed"
     for row in rows:
@@ -526,12 +530,12 @@ def test_b10_b11_bom_and_crlf_never_reach_the_index(tmp_path, model_server):
 def test_every_skip_is_logged_once_with_its_reason(lab, caplog):
     repo, settings, server = lab
     with caplog.at_level("INFO", logger="varaverk"):
-        indexer.refresh(settings, progress=False)
+        refresh(settings, progress=False)
     assert "Media/logo.png: skipped: not a documentation kind" in caplog.messages
     caplog.clear()
     (repo / "README.md").unlink()
     with caplog.at_level("INFO", logger="varaverk"):
-        indexer.refresh(settings, progress=False)
+        refresh(settings, progress=False)
     assert caplog.messages.count("README.md: skipped: deleted from the work tree "
                                  "(not yet committed); its chunks are removed") == 1
     assert not any("logo.png" in m for m in caplog.messages)  # unchanged: not repeated
@@ -540,11 +544,11 @@ def test_every_skip_is_logged_once_with_its_reason(lab, caplog):
 
 def test_status_says_when_the_settings_name_another_embedder(lab):
     repo, settings, server = lab
-    indexer.refresh(settings, progress=False)
-    behind = indexer.status(settings.replace(ai_embed_model="nomic-embed-text"))["behind"]
+    refresh(settings, progress=False)
+    behind = index_status(settings.replace(ai_embed_model="nomic-embed-text"))["behind"]
     assert behind["embedder_changed"] and behind["behind"] and not behind["changed"]
     assert behind["configured_embedder"] == "ollama/nomic-embed-text"
-    assert indexer.status(settings)["behind"]["embedder_changed"] is False
+    assert index_status(settings)["behind"]["embedder_changed"] is False
 
 
 def test_a_zero_or_nan_vector_is_never_stored_even_if_an_embedder_returns_one(tmp_path):
@@ -572,7 +576,7 @@ def test_a_zero_or_nan_vector_is_never_stored_even_if_an_embedder_returns_one(tm
 
     repo = make_repo(tmp_path / "r", {"README.md": "# A\nzero\n\n# B\nnan\n\n# C\nfine\n"})
     settings = make_settings(repo, tmp_path, None)
-    report = indexer.refresh(settings, Broken(), progress=False)
+    report = refresh(settings, Broken(), progress=False)
     assert report.chunks_failed == 2 and report.chunks_embedded == 1
     assert all("zero or non-finite" in m for _, m in report.failures)
     (blob,), = _rows(settings, "SELECT vec FROM chunks")
@@ -581,34 +585,34 @@ def test_a_zero_or_nan_vector_is_never_stored_even_if_an_embedder_returns_one(tm
 
 def test_changed_chunkers_re_chunk_everything_but_embed_only_new_texts(lab, monkeypatch):
     repo, settings, server = lab
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     server.requests.clear()
-    monkeypatch.setattr(indexer, "chunker_stamp", lambda: "new-rules")
-    report = indexer.refresh(settings, progress=False)
+    monkeypatch.setattr("varaverk.index.refresh.chunker_stamp", lambda: "new-rules")
+    report = refresh(settings, progress=False)
     assert report.files_read == 4 and report.indexed == 4 and report.wrote
     assert report.chunks_embedded == 0 and report.chunks_reused > 0
     assert embed_inputs(server) == []  # same chunk texts: every vector reused
     assert Index.open(settings.index_path, readonly=True).meta()["chunker"] == "new-rules"
-    assert indexer.refresh(settings, progress=False).files_read == 0  # settled again
+    assert refresh(settings, progress=False).files_read == 0  # settled again
 
 
 def test_a_file_that_gains_a_shebang_is_indexed_without_force(lab):
     repo, settings, server = lab
     (repo / "Tools/rotate").write_text("rotate the recordings, one day at a time\n")
     git(repo, "add", "Tools/rotate")
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     assert "Tools/rotate" not in _chunk_texts(settings)
-    quiet = indexer.refresh(settings, progress=False)
+    quiet = refresh(settings, progress=False)
     assert quiet.files_read == 0 and not quiet.wrote  # an unchanged verdict opens nothing
     script = "#!/bin/sh\n# PURPOSE\n#   Rotates the camera recordings every night.\necho body\n"
     (repo / "Tools/rotate").write_text(script)
     st = os.stat(repo / "Tools/rotate")
     os.utime(repo / "Tools/rotate", ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.indexed == 1
     assert any("Rotates the camera recordings" in t for t in _chunk_texts(settings)["Tools/rotate"])
     (repo / "Tools/rotate").write_text("no longer a script\n")
     os.utime(repo / "Tools/rotate", ns=(st.st_atime_ns, st.st_mtime_ns + 9_000_000_000))
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     assert "Tools/rotate" not in _chunk_texts(settings)  # and losing it drops its chunks
-    assert indexer.refresh(settings, progress=False).files_read == 0
+    assert refresh(settings, progress=False).files_read == 0

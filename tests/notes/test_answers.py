@@ -11,7 +11,7 @@ import pytest
 from tests.index.conftest import make_settings
 from tests.notes.corpus import REPO_README, make_notes_sources, sources_value
 from tests.support.repos import make_repo
-from varaverk.index import indexer
+from varaverk.index.refresh import refresh
 from varaverk.answering.answer import TurnRequest, run_turn
 from varaverk.documents.chunks import Chunk
 from varaverk.index.store.index import Index
@@ -28,7 +28,7 @@ def indexed(tmp_path, model_server):
     settings = make_settings(repo, tmp_path, model_server, ai_sources=sources_value(paths),
                              ai_gen_backend="ollama", ai_gen_model="fake-chat",
                              ai_min_score=0.01)
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     return settings, model_server
 
 

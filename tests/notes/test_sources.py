@@ -13,7 +13,9 @@ import pytest
 from tests.index.conftest import cli_env, embed_inputs, make_settings
 from tests.notes.corpus import CANARY, REPO_README, make_notes_sources, sources_value
 from tests.support.repos import git, make_repo
-from varaverk.index import indexer
+from varaverk.index.refresh import refresh
+from varaverk.index.plan import plan
+from varaverk.index.status import status as index_status
 from varaverk.config import ConfigError, load_settings
 from varaverk.named_sources import parse_sources
 from varaverk.retrieval.search import Retriever
@@ -40,7 +42,7 @@ def _rows(settings, sql):
 
 def test_every_source_indexed_with_its_name_and_untracked_or_ignored_notes_never_read(lab):
     settings, paths, server = lab
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.wrote and not report.failures
     by_source = dict(_rows(settings, "SELECT source, count(*) FROM chunks GROUP BY source"))
     assert set(by_source) == {"repo", "vault", "roam", "chats"}
@@ -57,7 +59,7 @@ def test_every_source_indexed_with_its_name_and_untracked_or_ignored_notes_never
 
 def test_no_drawer_front_matter_key_or_media_placeholder_is_embedded(lab):
     settings, _, server = lab
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     embedded = "\n".join(embed_inputs(server))
     for never in (":PROPERTIES:", ":ID:", ":ROAM_ALIASES:", ":END:", "6b1f0c2e", "tags:",
                   "aliases:", "#+title", "#+filetags", "#+begin_src", "SCHEDULED:",
@@ -72,7 +74,7 @@ def test_no_drawer_front_matter_key_or_media_placeholder_is_embedded(lab):
 
 def test_an_alias_from_front_matter_or_a_drawer_matches_lexically_but_is_not_embedded(lab):
     settings, _, server = lab
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     embedded = "\n".join(embed_inputs(server))
     assert "dns sinkhole" not in embedded and "hypervisor" not in embedded
     with Index.open(settings.index_path, readonly=True) as idx:
@@ -84,7 +86,7 @@ def test_an_alias_from_front_matter_or_a_drawer_matches_lexically_but_is_not_emb
 
 def test_citations_name_the_source_and_chats_name_the_chat_and_span(lab):
     settings, _, _ = lab
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     with Index.open(settings.index_path, readonly=True) as idx:
         cites = {c.citation for c in idx.chunks_for_path("roam:20240105-proxmox.org")}
         assert "roam:20240105-proxmox.org › Upgrades › Kernel pinning" in cites
@@ -102,7 +104,7 @@ def test_citations_name_the_source_and_chats_name_the_chat_and_span(lab):
 
 def test_source_filter_composes_with_kind(lab):
     settings, _, _ = lab
-    indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
     retriever = Retriever(settings)
     hits = retriever.search("backups", 20, sources="roam")
     assert hits and {h.chunk.source for h in hits} == {"roam"}
@@ -113,20 +115,20 @@ def test_source_filter_composes_with_kind(lab):
 
 def test_incremental_per_source_and_a_removed_source_loses_its_chunks(lab):
     settings, paths, server = lab
-    indexer.refresh(settings, progress=False)
-    again = indexer.refresh(settings, progress=False)
+    refresh(settings, progress=False)
+    again = refresh(settings, progress=False)
     assert not again.locked and not again.wrote  # nothing moved in any source
     note = paths["vault"] / "Power/UPS.md"
     note.write_text(note.read_text() + "\nThe battery is an RBC7.\n")
     server.requests.clear()
-    touched = indexer.refresh(settings, progress=False)
+    touched = refresh(settings, progress=False)
     assert touched.indexed == 1 and touched.files_read == 1
     assert all("RBC7" in t or "UPS" in t for t in embed_inputs(server))
     git(paths["chats"], "commit", "-q", "--allow-empty", "-m", "moved")
-    assert indexer.refresh(settings, progress=False).wrote  # HEAD of one source moved
+    assert refresh(settings, progress=False).wrote  # HEAD of one source moved
     fewer = settings.replace(ai_sources=tuple(s for s in settings.ai_sources
                                               if not s.startswith("chats=")))
-    report = indexer.refresh(fewer, progress=False)
+    report = refresh(fewer, progress=False)
     assert {p.split(":")[0] for p in report.deleted} == {"chats"}
     assert not _rows(settings, "SELECT 1 FROM chunks WHERE source = 'chats'")
     assert _rows(settings, "SELECT 1 FROM chunks WHERE source = 'vault'")
@@ -134,17 +136,17 @@ def test_incremental_per_source_and_a_removed_source_loses_its_chunks(lab):
 
 def test_status_lists_each_source(lab):
     settings, paths, _ = lab
-    indexer.refresh(settings, progress=False)
-    info = indexer.status(settings)
+    refresh(settings, progress=False)
+    info = index_status(settings)
     rows = {r["name"]: r for r in info["sources"]}
     assert list(rows) == ["repo", "vault", "roam", "chats"]
     assert info["repository"]["tracked"] == 1 and rows["repo"]["tracked"] == 1
-    assert indexer.plan(settings)["sources"] == ["repo", "vault", "roam", "chats"]
+    assert plan(settings)["sources"] == ["repo", "vault", "roam", "chats"]
     assert rows["vault"]["type"] == "notes" and rows["chats"]["type"] == "chats"
     assert rows["roam"]["files"] == 3 and rows["roam"]["chunks"] > 3
     assert not any(r["behind"] for r in rows.values())
     (paths["roam"] / "20240112-certs.org").write_text("#+title: Certificates\n* Gone\nx\n")
-    rows = {r["name"]: r for r in indexer.status(settings)["sources"]}
+    rows = {r["name"]: r for r in index_status(settings)["sources"]}
     assert rows["roam"]["behind"] and not rows["vault"]["behind"]
 
 

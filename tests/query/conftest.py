@@ -24,7 +24,7 @@ def query_settings(repo: Path, data: Path, server=None, **changes) -> Settings:
 @pytest.fixture(scope="session")
 def harborlab_index(harborlab_pristine, tmp_path_factory) -> Path:
     """The data folder of a harborlab index built with the offline embedder (built once)."""
-    from varaverk.index.indexer import refresh
+    from varaverk.index.refresh import refresh
     data = tmp_path_factory.mktemp("query-index") / "data"
     refresh(query_settings(harborlab_pristine, data), progress=False)
     return data

@@ -193,7 +193,7 @@ def test_only_the_leading_results_count(wide_index):
 @pytest.fixture(scope="module")
 def photos_retriever(harborlab_pristine, harborlab_index, tmp_path_factory):
     """harborlab plus the photo manual, indexed incrementally from the session's index."""
-    from varaverk.index.indexer import refresh
+    from varaverk.index.refresh import refresh
     from varaverk.retrieval.search import Retriever
     root = tmp_path_factory.mktemp("photos")
     repo, data = root / "harborlab", root / "data"

@@ -60,7 +60,7 @@ DOCS = {
 
 
 def test_retriever_takes_the_rerankers_order(tmp_path, model_server):
-    from varaverk.index.indexer import refresh
+    from varaverk.index.refresh import refresh
     from varaverk.retrieval.search import Retriever
     repo = make_repo(tmp_path / "repo", DOCS)
     settings = query_settings(repo, tmp_path / "data", model_server, ai_embed_backend="ollama",

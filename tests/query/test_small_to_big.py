@@ -32,7 +32,7 @@ def pump(tmp_path, model_server):
     repo = make_repo(tmp_path / "repo", {"Tools/pump.sh": _script(14)})
     settings = query_settings(repo, tmp_path / "data", model_server, ai_embed_backend="ollama",
                               ai_embed_model="m")
-    from varaverk.index.indexer import refresh
+    from varaverk.index.refresh import refresh
     refresh(settings, progress=False)
     return Retriever(settings, reranker=False)
 
@@ -195,7 +195,7 @@ def test_parts_of_one_section_never_repeat_each_others_lines(tmp_path, model_ser
     repo = make_repo(tmp_path / "repo", {"docs/guide.md": LONG})
     settings = query_settings(repo, tmp_path / "data", model_server, ai_embed_backend="ollama",
                               ai_embed_model="m")
-    from varaverk.index.indexer import refresh
+    from varaverk.index.refresh import refresh
     refresh(settings, progress=False)
     retriever = Retriever(settings, reranker=False)
     parts = sorted((c for c in retriever.index.chunks_for_path("docs/guide.md") if c.part > 0),
@@ -217,7 +217,7 @@ def _guide(tmp_path, model_server, files):
     repo = make_repo(tmp_path / "repo", files)
     settings = query_settings(repo, tmp_path / "data", model_server, ai_embed_backend="ollama",
                               ai_embed_model="m")
-    from varaverk.index.indexer import refresh
+    from varaverk.index.refresh import refresh
     refresh(settings, progress=False)
     return Retriever(settings, reranker=False)
 

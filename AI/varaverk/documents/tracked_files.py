@@ -164,7 +164,7 @@ def compile_globs(globs: Iterable[str]) -> re.Pattern[str] | None:
 def classifier_stamp() -> str:
     """A checksum (CRC-32, hex) of the code that turns globs into kinds: this module,
     ``named_sources`` and wcmatch's translator, read without importing wcmatch. Kinds stored
-    under another stamp are decided again (see ``varaverk.index.indexer``)."""
+    under another stamp are decided again (see ``varaverk.index.classify``)."""
     import binascii
     import importlib.util
 

@@ -1,7 +1,7 @@
 """The errors of the index file, each a ``VaraverkError`` with its exit code, kind and fix.
 
 They live beside the store, as every subsystem keeps its own (``SourcesError`` in
-``varaverk.documents.tracked``, ``LockBusy`` in ``varaverk.locking``, ``EmbeddingError`` in
+``varaverk.documents.tracked_files``, ``LockBusy`` in ``varaverk.locking``, ``EmbeddingError`` in
 ``varaverk.embedding``): ``varaverk.errors`` holds the base class and what all of them share.
 """
 

@@ -1,0 +1,105 @@
+"""Change detection: which tracked paths changed since the index stored them, by ``lstat``
+only, and whether a refresh has any work at all.
+
+A document whose stored size, mtime_ns and kind still match is unchanged without being read,
+unless it is racy (git's rule, ``racy``): then it is read and hashed. A change of the chunkers
+(``varaverk.documents.stamp.chunker_stamp``), of the globs' verdicts, of a source's HEAD or of
+the embedder the settings name also makes work.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from varaverk.index.classify import VERDICTS_META, Entry, Listed, heads_moved
+from varaverk.index.prepare import read_document, sha256
+from varaverk.index.store.compatibility import names_other_embedder
+from varaverk.index.store.records import FileState
+
+
+# Git's racy-timestamp rule: a file whose stored mtime is not older than the start of the run
+# that stored it may have been written again within the same clock tick, or had its mtime put
+# back (touch -r, sync tools, a checkout), so its stat proves nothing and it is re-hashed. The
+# slack covers file times coming from a coarse kernel clock, up to a tick behind ours.
+RACY_SLACK_NS = 10_000_000
+
+
+def racy_since(meta: dict) -> int | None:
+    """Stored mtimes at or after this (ns) are racy; None for an index built before the rule."""
+    started = meta.get("scan_started_ns", "")
+    return int(started) - RACY_SLACK_NS if started.isdigit() else None
+
+
+def racy(stored: FileState, since: int | None) -> bool:
+    """Whether a stored row's stat proves nothing (its mtime is at or after ``since``)."""
+    return since is not None and stored.mtime_ns >= since
+
+
+def _same_bytes(root: Path, entry: Entry, stored: FileState) -> bool:
+    """A racy file's content still hashes to the stored sha256 (read, nothing written)."""
+    data, _ = read_document(root, entry)
+    return data is not None and sha256(data) == stored.sha256
+
+
+def stat_unchanged(entry: Entry, stored: FileState | None) -> bool:
+    """A readable document whose stored size, mtime_ns and kind match (no read needed unless
+    it is racy: ``racy``)."""
+    if stored is None or entry.st is None:
+        return False
+    return (stored.status != "partial" and stored.kind == entry.kind
+            and stored.size == entry.st.st_size and stored.mtime_ns == entry.st.st_mtime_ns)
+
+
+def skip_unchanged(entry: Entry, stored: FileState | None) -> bool:
+    """A path skipped before the read (not a doc, submodule, symlink...) stored as such; a
+    sniffed script candidate (``entry.st`` set) also by size and mtime."""
+    return stored is not None and stored.status == "skipped" and stored.reason == entry.reason \
+        and stored.kind == entry.kind and skip_stat(entry) == (stored.size, stored.mtime_ns)
+
+
+def skip_stat(entry: Entry) -> tuple[int, int]:
+    """The size and mtime a skip row stores: -1, -1 unless the path was sniffed (``_sniffed``)."""
+    return (entry.st.st_size, entry.st.st_mtime_ns) if entry.st is not None else (-1, -1)
+
+
+def differences(entries: list[Entry], states: dict, root: Path, meta: dict
+                 ) -> tuple[list[str], list[str], list[str]]:
+    """``(changed, added, removed)`` paths between the classified tracked paths and the stored
+    rows, by ``lstat`` only; only a racy file (``racy``) whose stat matches is read and
+    hashed."""
+    changed, added = [], []
+    since = racy_since(meta)
+    for entry in entries:
+        stored = states.get(entry.path)
+        if stored is None:
+            added.append(entry.path)
+        elif entry.reason:
+            if not skip_unchanged(entry, stored):
+                changed.append(entry.path)
+        elif not stat_unchanged(entry, stored) or (
+                racy(stored, since) and not _same_bytes(root, entry, stored)):
+            changed.append(entry.path)
+    current = {e.path for e in entries}
+    return changed, added, sorted(p for p in states if p not in current)
+
+
+def configured_embedder(settings) -> tuple[str, str]:
+    """``(backend, model)``: the embedder the settings name, as written (for
+    ``names_other_embedder``)."""
+    return settings.ai_embed_backend, settings.ai_embed_model.strip()
+
+
+def needs_work(settings, listing: Listed, entries: list[Entry], states: dict, meta: dict,
+               stamp: str) -> bool:
+    """Whether a refresh has anything to do: a HEAD moved, the chunkers (``stamp``, see
+    ``varaverk.documents.stamp.chunker_stamp``) or the globs changed, the settings name another
+    embedder, or a path changed, was added or removed (``differences``)."""
+    if heads_moved(listing, meta):
+        return True
+    if states and meta.get("chunker") != stamp:
+        return True
+    if states and meta.get(VERDICTS_META) != listing.glob_verdicts:
+        return True  # new globs (or candidates): decided afresh, then recorded by the write
+    if names_other_embedder(meta, *configured_embedder(settings)):
+        return True
+    return any(differences(entries, states, listing.root, meta))

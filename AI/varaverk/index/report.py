@@ -1,0 +1,73 @@
+"""``IndexReport``: what one ``refresh`` did, for the log line, ``--json`` and the tests."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class IndexReport:
+    """What one ``refresh`` did. Counts are files unless named chunks.
+
+    Attributes:
+        tracked: paths ``git ls-files`` listed. documents: of those, of a documentation kind.
+        indexed: documents read, chunked and embedded this run.
+        unchanged: documents skipped because size and mtime_ns had not moved (not read).
+        rehashed: documents read because their mtime moved, found identical by hash (not
+            re-embedded).
+        skipped: ``[(path, reason)]`` for tracked paths not indexed (all of them, every run).
+        deleted: paths removed from the index (no longer tracked).
+        files_read: files opened this run. chunks_embedded: vectors computed this run.
+        chunks_reused: chunks of changed files whose text (with context) was already in the
+            index, so their stored vector was kept instead of being computed again.
+        chunks_failed: chunks that got no vector; failures: ``[(path, message)]`` for them.
+        embed_calls: ``Embedder.embed`` calls made. head: HEAD's SHA (None: no commits).
+        wrote: whether the index was written. locked: whether the lock was taken.
+        force: a full rebuild. seconds: wall time of the run.
+        timings: seconds per phase of a run that had work: ``prepare`` (list, stat, read,
+            decode, chunk), ``embed``, ``write`` (the one transaction).
+    """
+
+    tracked: int = 0
+    documents: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    rehashed: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    files_read: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    chunks_failed: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    embed_calls: int = 0
+    head: str | None = None
+    wrote: bool = False
+    locked: bool = False
+    force: bool = False
+    seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the report."""
+        return asdict(self)
+
+    def summary(self) -> str:
+        """One line for the log: what changed and how long it took."""
+        if not self.tracked:
+            return "no tracked files: the repository is empty, nothing to index"
+        reasons = Counter(reason for _, reason in self.skipped)
+        skipped = f"{len(self.skipped)} skipped"
+        if reasons:
+            skipped += " (" + ", ".join(f"{n} {r}" for r, n in reasons.most_common()) + ")"
+        parts = [f"{self.tracked} tracked files: {self.indexed} indexed",
+                 f"{self.unchanged + self.rehashed} unchanged", skipped,
+                 f"{len(self.deleted)} deleted", f"{self.chunks_embedded} chunks embedded"]
+        if self.chunks_reused:
+            parts.append(f"{self.chunks_reused} unchanged chunks reused")
+        if self.chunks_failed:
+            parts.append(f"{self.chunks_failed} chunks failed")
+        verb = "rebuilt" if self.force else "refreshed" if self.wrote else "up to date"
+        return f"index {verb}: " + ", ".join(parts) + f" in {self.seconds:.2f} s"

@@ -1,0 +1,66 @@
+"""Secret-mask reporting: a tracked document's secret-looking values are masked before it is
+chunked (so before embedding and FTS), and the masks a chunk really holds are logged and
+recorded in the file's row (``masked_note``), where ``ai-index --status`` shows them.
+
+The masking rules are ``varaverk.secret_patterns``'s, imported only by a run that chunks a
+document (they cost a few ms to import; the no-op refresh never needs them).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from varaverk.documents.tracked_files import Decoded
+
+log = logging.getLogger(__name__)
+
+MASK_NOTE = "masked secret-looking values on line"
+_COMMENT_LEAD = re.compile(r"^[\s#;/*!-]+")
+
+
+def mask(decoded: Decoded) -> Decoded:
+    """The document with secret-looking values masked before chunking (so before embedding
+    and FTS), every masked value in ``masked``; ``report_masked`` keeps the indexed ones."""
+    from varaverk.secret_patterns import mask_secrets
+
+    masked = mask_secrets(decoded.text)
+    if not masked.hits:
+        return decoded
+    return decoded._replace(text=masked.text, masked=masked.hits)
+
+
+def report_masked(path: str, decoded: Decoded, chunks: list) -> Decoded:
+    """Keep and log (as warnings) only the masked values whose line a chunk holds: a value in
+    a script's body or an unindexed part of a file never reaches the index, so it is no
+    finding and must not bury the real ones."""
+    if not decoded.masked:
+        return decoded
+    lines = decoded.text.split("\n")
+
+    def indexed(line: int) -> bool:
+        # Within a chunk's range and in its text: a range may span code between two comment
+        # blocks, and chunkers drop comment markers and indentation.
+        bare = _COMMENT_LEAD.sub("", lines[line - 1]).strip()
+        return any(c.start_line <= line <= c.end_line and bare in c.text for c in chunks)
+
+    kept = tuple(hit for hit in decoded.masked if indexed(hit[0]))
+    for line, what in kept:
+        log.warning("%s: line %d: masked a secret-looking value (%s) before indexing; "
+                    "remove it from the repository", path, line, what)
+    return decoded._replace(masked=kept)
+
+
+def masked_note(hits) -> str:
+    """The file row's reason for a document with masked values: ``masked secret-looking
+    values on line(s) 4, 9 (DB_PASSWORD, token)``."""
+    lines = sorted({line for line, _ in hits})
+    whats = sorted({what for _, what in hits})
+    return (f"{MASK_NOTE}{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))} "
+            f"({', '.join(whats)})")
+
+
+def masked_text(text: str) -> str:
+    """``text`` with its secret-looking values masked, as it is chunked."""
+    from varaverk.secret_patterns import mask_secrets
+    return mask_secrets(text).text
