@@ -28,6 +28,9 @@ This module is on the no-op refresh path, so it imports nothing heavy.
 
 from __future__ import annotations
 
+import binascii
+import errno
+import importlib.util
 import os
 import re
 import stat
@@ -165,9 +168,6 @@ def classifier_stamp() -> str:
     """A checksum (CRC-32, hex) of the code that turns globs into kinds: this module,
     ``named_sources`` and wcmatch's translator, read without importing wcmatch. Kinds stored
     under another stamp are decided again (see ``varaverk.index.classify``)."""
-    import binascii
-    import importlib.util
-
     spec = importlib.util.find_spec("wcmatch")
     folder = Path(spec.origin).parent if spec is not None and spec.origin else Path()
     here = Path(__file__)
@@ -327,8 +327,6 @@ def open_tracked(root: Path, path: str, expected: os.stat_result | None = None):
         OSError: the file cannot be opened, or it is no longer the checked tracked file
             (``errno.ELOOP`` with a message naming the reason).
     """
-    import errno
-
     reason = resolves_as_tracked(root, path)
     if reason:
         raise OSError(errno.ELOOP, reason)
