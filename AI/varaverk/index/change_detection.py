@@ -63,7 +63,7 @@ def skip_stat(entry: Entry) -> tuple[int, int]:
 
 
 def differences(entries: list[Entry], states: dict, root: Path, meta: dict
-                 ) -> tuple[list[str], list[str], list[str]]:
+                ) -> tuple[list[str], list[str], list[str]]:
     """``(changed, added, removed)`` paths between the classified tracked paths and the stored
     rows, by ``lstat`` only; only a racy file (``racy``) whose stat matches is read and
     hashed."""

@@ -91,7 +91,7 @@ def _known_verdicts(meta: dict | None, fingerprint: str) -> dict | None:
 
 
 def list_all(settings, matcher: tracked_files.KindMatcher, states: dict | None = None,
-              meta: dict | None = None) -> tuple[Listed, list[Entry]]:
+             meta: dict | None = None) -> tuple[Listed, list[Entry]]:
     """List and classify every source (the repository first, then ``AI_SOURCES``);
     ``states`` (the stored file rows) as ``_classify`` takes them; ``meta``: the stored meta,
     whose recorded glob verdicts (``_kind``) spare a no-op run compiling any glob.
@@ -114,7 +114,7 @@ def list_all(settings, matcher: tracked_files.KindMatcher, states: dict | None =
         heads[spec.name], roots[spec.name] = listing.head or "", str(listing.root)
         entries.extend(_classify(listing, matcher, spec, states, (known, verdicts)))
     return Listed(repo.root, repo.head, all_tracked, heads, roots, specs,
-                   repr((fingerprint, dict(sorted(verdicts.items()))))), entries
+                  repr((fingerprint, dict(sorted(verdicts.items()))))), entries
 
 
 def _classify(listing: tracked_files.Listing, matcher: tracked_files.KindMatcher,

@@ -34,9 +34,8 @@ def plan(settings, count_tokens: Callable[[str], int] | None = None, max_tokens:
     for entry in entries:
         data, reason = (None, entry.reason) if entry.reason else read_document(listing.root, entry)
         if data is not None:
-            decoded, chunks, reason = decode_and_chunk(
-                entry, data, count_tokens, max_tokens,
-                links.getter(entry))
+            decoded, chunks, reason = decode_and_chunk(entry, data, count_tokens, max_tokens,
+                                                       links.getter(entry))
         if reason:
             skipped.append({"path": entry.path, "kind": entry.kind, "reason": reason})
             continue

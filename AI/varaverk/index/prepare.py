@@ -42,7 +42,7 @@ def read_document(root: Path, entry: Entry) -> tuple[bytes | None, str]:
 
 def sha256(data: bytes) -> str:
     """The hex SHA-256 of a document's bytes (the ``files.sha256`` column)."""
-    import hashlib  # a few ms to import (OpenSSL); only runs that read a file need it
+    import hashlib  # loads OpenSSL's bindings: only runs that read a file need it
     return hashlib.sha256(data).hexdigest()
 
 

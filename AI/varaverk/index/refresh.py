@@ -299,7 +299,7 @@ def _chunk_entry(run: _Run, entry: Entry, data: bytes, sha: str) -> None:
     """Decode and chunk a new or changed document; queue it for embedding or record a skip."""
     emb = run.get_embedder()
     decoded, chunks, reason = decode_and_chunk(entry, data, emb.count_tokens, emb.max_tokens,
-                                                run.links.getter(entry))
+                                               run.links.getter(entry))
     st = entry.st
     if reason:
         if decoded.text is not None:

@@ -3,7 +3,7 @@ chunked (so before embedding and FTS), and the masks a chunk really holds are lo
 recorded in the file's row (``masked_note``), where ``ai-index --status`` shows them.
 
 The masking rules are ``varaverk.secret_patterns``'s, imported only by a run that chunks a
-document (they cost a few ms to import; the no-op refresh never needs them).
+document (importing them compiles their patterns; the no-op refresh never needs them).
 """
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ def status(settings) -> dict[str, Any]:
         info = idx.status()
         states = idx.file_states()
     meta = info["meta"]
-    listing, entries = list_all(settings, tracked_files.KindMatcher.from_settings(settings), states,
-                                 meta)
+    matcher = tracked_files.KindMatcher.from_settings(settings)
+    listing, entries = list_all(settings, matcher, states, meta)
     changed, added, removed = differences(entries, states, listing.root, meta)
     head_moved = heads_moved(listing, meta)
     # The settings name another embedder than the one that built the index: a refresh would
@@ -55,18 +55,18 @@ def status(settings) -> dict[str, Any]:
 
 
 def _source_status(listing: Listed, entries: list[Entry], stored: dict, meta: dict,
-                   differences: tuple[list[str], list[str], list[str]]) -> list[dict]:
+                   paths: tuple[list[str], list[str], list[str]]) -> list[dict]:
     """One row per configured source: ``{"name", "type", "root", "head", "tracked", "files",
     "skipped", "chunks", "behind"}`` (counts from the index; ``behind``: HEAD moved or a path
-    of this source changed, was added or removed)."""
-    moved = {p for paths in differences for p in paths}
+    of this source changed, was added or removed: ``paths``, as ``differences`` gives them)."""
+    moved = {p for group in paths for p in group}
     rows = []
     for spec in listing.specs:
         mine = [e for e in entries if e.source == spec.name]
         counts = stored.get(spec.name, {"files": 0, "skipped": 0, "chunks": 0})
         behind = listing.heads[spec.name] != meta.get(head_key(spec.name), "") or any(
             e.path in moved for e in mine) or any(
-            _stored_source(p, listing) == spec.name for p in differences[2])
+            _stored_source(p, listing) == spec.name for p in paths[2])
         rows.append({"name": spec.name, "type": spec.type, "root": listing.roots[spec.name],
                      "head": listing.heads[spec.name] or None, "tracked": len(mine), **counts,
                      "behind": bool(behind)})
