@@ -16,7 +16,8 @@ the newest applied (``SCHEMA_VERSION``). After them the file holds:
   source)``: every tracked path of every source, ``status`` ``indexed``, ``skipped`` (with
   its ``reason``) or ``partial`` (some chunks failed to embed), so ``--status`` accounts for
   all of them; ``size`` in bytes and ``mtime_ns`` (ns since the epoch) let a refresh skip an
-  unchanged file without reading it (-1 when not read); ``sha256`` hex of the bytes;
+  unchanged file without reading it (-1 when unknown: a path skipped before any read, or a
+  file to read again); ``sha256`` hex of the bytes, ``encoding`` the one it was decoded with;
   ``reason`` of an indexed file names the lines whose secret-looking values were masked.
 * ``chunks(id, path, kind, section, title, start_line, end_line, part, text, context, meta,
   vec, source, keywords)``: one row per ``Chunk`` (lines 1-based, inclusive; ``part`` 0 or
