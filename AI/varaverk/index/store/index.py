@@ -18,7 +18,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 from urllib.parse import quote
 
 from varaverk.index.store import fts
@@ -27,13 +27,14 @@ from varaverk.index.store.contents import contents
 from varaverk.index.store.errors import IndexCorrupt, IndexMissing
 from varaverk.index.store.records import FileState, IndexChanges
 from varaverk.index.store.schema import SCHEMA_VERSION, migrate, pending_migrations
-from varaverk.index.store.stored_chunk import CHUNK_COLUMNS, StoredChunk, chunk_from_row
 from varaverk.index.store.vectors import VECTOR_ROWS, VectorTable, vector_table
 from varaverk.index.store.writes import apply_changes
 from varaverk.text import fts_query
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
+
+    from varaverk.index.store.stored_chunk import StoredChunk
 
 
 class Index:
@@ -149,32 +150,34 @@ class Index:
         ids = [int(i) for i in ids]
         if not ids:
             return []
+        columns, from_row = _chunk_reader()
         found: dict[int, StoredChunk] = {}
         with self._lock:
             for start in range(0, len(ids), 500):
                 part = ids[start:start + 500]
                 marks = ",".join("?" * len(part))
                 for row in self._conn.execute(
-                        f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE id IN ({marks})", part):
-                    found[row[0]] = chunk_from_row(row)
+                        f"SELECT {columns} FROM chunks WHERE id IN ({marks})", part):
+                    found[row[0]] = from_row(row)
         return [found[i] for i in ids if i in found]
 
     def chunks_for_path(self, path: str) -> list[StoredChunk]:
         """Every stored chunk of one file, in document order."""
+        columns, from_row = _chunk_reader()
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE path = ? ORDER BY start_line, part, id",
+                f"SELECT {columns} FROM chunks WHERE path = ? ORDER BY start_line, part, id",
                 (path,)).fetchall()
-        return [chunk_from_row(r) for r in rows]
+        return [from_row(r) for r in rows]
 
     def all_chunks(self) -> list[StoredChunk]:
         """Every stored chunk, file by file (path order), each file's in document order (as
         ``chunks_for_path`` gives them)."""
+        columns, from_row = _chunk_reader()
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT {CHUNK_COLUMNS} FROM chunks ORDER BY path, start_line, part, id"
-            ).fetchall()
-        return [chunk_from_row(r) for r in rows]
+                f"SELECT {columns} FROM chunks ORDER BY path, start_line, part, id").fetchall()
+        return [from_row(r) for r in rows]
 
     def stored_vectors(self, path: str) -> dict[str, bytes]:
         """``{embed_text: vector BLOB}`` of one file's stored chunks (``context\\ntext``, as
@@ -296,6 +299,13 @@ class Index:
                 conn.execute("ROLLBACK")
                 raise
             self._vectors = None
+
+
+def _chunk_reader() -> tuple[str, Callable[[Any], StoredChunk]]:
+    """``(CHUNK_COLUMNS, chunk_from_row)`` of ``varaverk.index.store.stored_chunk``, imported on
+    the first chunk read: it builds the chunk classes, which the no-op refresh never needs."""
+    from varaverk.index.store.stored_chunk import CHUNK_COLUMNS, chunk_from_row
+    return CHUNK_COLUMNS, chunk_from_row
 
 
 def _check_readable(conn: sqlite3.Connection, path: Path) -> None:

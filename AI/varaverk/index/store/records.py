@@ -5,9 +5,10 @@ writes, in one transaction). Columns and units: ``varaverk.index.store.schema``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from varaverk.documents.chunks import Chunk
+if TYPE_CHECKING:  # pragma: no cover
+    from varaverk.documents.chunks import Chunk
 
 
 class FileState(NamedTuple):

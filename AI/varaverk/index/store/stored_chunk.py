@@ -1,5 +1,10 @@
 """A chunk as the index stores it: ``StoredChunk`` (a ``Chunk`` plus its row id), the columns
-it is read from, and how a row becomes one (``chunk_from_row``)."""
+it is read from, and how a row becomes one (``chunk_from_row``).
+
+``Index`` imports this module on its first chunk read: importing it builds the chunk records
+(``varaverk.documents.chunks``) and ``StoredChunk``, classes the no-op refresh, which opens the
+index only to compare file rows, never needs.
+"""
 
 from __future__ import annotations
 
@@ -38,12 +43,3 @@ def chunk_from_row(row: Iterable[Any]) -> StoredChunk:
                           end_line=end, text=text, context=context, part=part, meta=meta_dict,
                           source=source, id=cid)
     return chunk
-
-
-def chunk_keywords(chunk: Chunk) -> str:
-    """The lexical-only keywords of a chunk: its ``meta["keywords"]`` (tags, aliases) joined by
-    spaces; ``""`` when it has none."""
-    words = chunk.meta.get("keywords") if isinstance(chunk.meta, dict) else None
-    if not words:
-        return ""
-    return " ".join(str(w) for w in words if str(w).strip())

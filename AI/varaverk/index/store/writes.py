@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from typing import TYPE_CHECKING
 
 from varaverk.index.store.compatibility import check_compatible
 from varaverk.index.store.records import IndexChanges
-from varaverk.index.store.stored_chunk import chunk_keywords
 from varaverk.index.store.vectors import vector_blobs
+
+if TYPE_CHECKING:  # pragma: no cover
+    from varaverk.documents.chunks import Chunk
 
 _INSERT_CHUNK = ("INSERT INTO chunks (path, kind, section, title, start_line, end_line, part,"
                  " text, context, meta, vec, source, keywords)"
@@ -49,6 +52,15 @@ def apply_changes(conn: sqlite3.Connection, ch: IndexChanges) -> None:
     updates = _meta_updates(conn, ch, meta, bool(rows), width)
     conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                      [(k, str(v)) for k, v in updates.items()])
+
+
+def chunk_keywords(chunk: Chunk) -> str:
+    """The lexical-only keywords of a chunk (the ``keywords`` column): its ``meta["keywords"]``
+    (tags, aliases) joined by spaces; ``""`` when it has none."""
+    words = chunk.meta.get("keywords") if isinstance(chunk.meta, dict) else None
+    if not words:
+        return ""
+    return " ".join(str(w) for w in words if str(w).strip())
 
 
 def _delete(conn: sqlite3.Connection, ch: IndexChanges, meta: dict) -> None:
