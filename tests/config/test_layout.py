@@ -54,15 +54,56 @@ def test_only_the_support_module_reaches_for_the_shared_folder():
     assert offenders == []
 
 
-def test_the_readme_layout_table_names_every_module():
+PACKAGES = {"AI": "varaverk", "Plugin": "varaverk_dock", "Tools": "varaverk_tools"}
+MAX_MODULE_LINES = 600
+
+
+def _layout_rows() -> dict[str, str]:
+    """README's layout table as ``{path: role}``."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for folder in ("AI", "Plugin", "Tools"):
-        (row,) = [line for line in readme.splitlines() if line.startswith(f"| `{folder}/` |")]
-        names = {p.stem for p in (ROOT / folder).glob("*.py") if p.stem != "__init__"}
-        names |= {p.parent.name for p in (ROOT / folder).glob("*/__init__.py")}
-        missing = sorted(n for n in names
-                         if not any(f"`{n}{end}`" in row for end in (".py", "/", "")))
-        assert not missing, f"README's layout row for {folder}/ does not name {missing}"
+    section = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = cells[1]
+    return rows
+
+
+def _modules(root: Path = ROOT) -> set[str]:
+    """Every package (``AI/varaverk/index/``) and module (``…/refresh.py``) of the three."""
+    found = set()
+    for folder, package in PACKAGES.items():
+        for path in (root / folder / package).rglob("*.py"):
+            rel = path.relative_to(root).as_posix()
+            found.add(rel.rsplit("/", 1)[0] + "/" if path.name == "__init__.py" else rel)
+    return found
+
+
+def test_the_readme_layout_table_names_every_package_and_module_with_its_role():
+    rows = _layout_rows()
+    modules = _modules()
+    assert len(modules) > 100, "the packages were not found"
+    assert sorted(modules - rows.keys()) == [], "modules the layout table does not name"
+    stale = [p for p in rows if p.startswith(tuple(PACKAGES)) and p not in modules]
+    assert stale == [], "the layout table names modules that are gone"
+    assert [p for p in modules if len(rows[p]) < 10] == [], "a row without its role"
+
+
+def test_the_layout_check_sees_every_module_and_package(tmp_path):
+    (tmp_path / "AI" / "varaverk" / "index").mkdir(parents=True)
+    for name in ("AI/varaverk/__init__.py", "AI/varaverk/index/__init__.py",
+                 "AI/varaverk/index/refresh.py"):
+        (tmp_path / name).write_text("")
+    assert _modules(tmp_path) == {"AI/varaverk/", "AI/varaverk/index/",
+                                  "AI/varaverk/index/refresh.py"}
+
+
+def test_no_module_is_over_the_line_cap():
+    over = {p: n for p in _modules() if p.endswith(".py")
+            for n in [len((ROOT / p).read_text(encoding="utf-8").splitlines())]
+            if n > MAX_MODULE_LINES}
+    assert over == {}
 
 
 def test_every_command_line_parser_uses_the_house_help_formatter():
