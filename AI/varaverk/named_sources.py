@@ -93,9 +93,8 @@ def parse_sources(items: Iterable[str]) -> list[SourceSpec]:
 
 def all_sources(settings) -> list[SourceSpec]:
     """The default source ``repo`` (``AI_REPO_ROOT``) followed by ``AI_SOURCES``."""
-    extra = parse_sources(getattr(settings, "ai_sources", ()) or ())
-    return [SourceSpec(DEFAULT_SOURCE, "repo", Path(getattr(settings, "ai_repo_root", "."))),
-            *extra]
+    extra = parse_sources(settings.ai_sources or ())
+    return [SourceSpec(DEFAULT_SOURCE, "repo", Path(settings.ai_repo_root)), *extra]
 
 
 def names_of_types(settings, types: Iterable[str]) -> tuple[str, ...]:

@@ -41,7 +41,7 @@ How to answer:
 
 def context_budget(settings: Any) -> int:
     """Characters of documentation context for one prompt: half the model window, capped."""
-    window = int(getattr(settings, "ai_gen_num_ctx", 8192) or 8192)
+    window = settings.ai_gen_num_ctx or 8192
     return max(MIN_CONTEXT_CHARS, min(MAX_CONTEXT_CHARS, window * CHARS_PER_TOKEN // 2))
 
 

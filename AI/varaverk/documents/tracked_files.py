@@ -199,7 +199,7 @@ class KindMatcher:
     def from_settings(cls, settings) -> "KindMatcher":
         """Build from a ``Settings`` (fields ``ai_globs_<kind>`` and ``ai_globs_exclude``)."""
         return cls({kind: getattr(settings, f"ai_globs_{kind}") for kind in KINDS},
-                   getattr(settings, "ai_globs_exclude", ()))
+                   settings.ai_globs_exclude)
 
     def _patterns(self) -> tuple[list, re.Pattern[str] | None]:
         """``([(kind, regex)], exclusion regex or None)``, compiled once."""
