@@ -12,7 +12,7 @@ server could be reached at all, and stops the run.
 
 Backends:
   ``local``  all-MiniLM-L6-v2 int8 via onnxruntime + tokenizers; 384 dimensions, 256 tokens; never
-             touches the network; loads lazily on first use (about 0.25 s), so imports and
+             touches the network; loads lazily on first use, so imports and
              ``--dry-run`` stay cheap.
   ``ollama`` ``POST /api/embed`` (batched, ``truncate: false`` so an over-long input is refused
              rather than silently cut, ``options.num_ctx`` = ``max_tokens``), falling back to the
@@ -299,7 +299,7 @@ class LocalEmbedder(Embedder):
         return self._tokenizer
 
     def _load(self) -> None:
-        """Load the tokenizer and the ONNX session (once; about 0.25 s)."""
+        """Load the tokenizer and the ONNX session (once, on first use)."""
         self._load_tokenizer()
         with self._lock:
             if self._session is not None:
