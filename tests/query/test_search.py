@@ -111,6 +111,20 @@ def test_unknown_names(retriever):
         "Zfs2Cloud"]
 
 
+def test_a_compound_name_is_known_by_its_named_part(retriever):
+    # "UPS" is in the index, "UPS-style" as a phrase is not: the lower-case tail is prose.
+    assert retriever.unknown_names("Does the mirror have a UPS-style delay?") == []
+    assert retriever.unknown_names("Can it write to a Zfs2Cloud-style target?") == [
+        "Zfs2Cloud-style"]
+
+
+def test_a_name_the_question_says_is_not_there_is_not_asked_about(retriever):
+    # The index never says "GUI"; a question that has none need not find it documented.
+    assert retriever.unknown_names("How do I pause the mover from the GUI?") == ["GUI"]
+    assert retriever.unknown_names("How do I pause the mover with no GUI?") == []
+    assert retriever.unknown_names("How do I pause the mover without a GUI or SSH?") == []
+
+
 def test_confident_on_empty_is_false(retriever):
     assert retriever.confident([]) is False
 

@@ -13,6 +13,7 @@ says ``NOT_COVERED`` and lists the nearest sources, without calling a model.
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
@@ -28,6 +29,9 @@ NOT_COVERED = "The documentation does not cover this."
 # The relevance threshold on the best cosine similarity, calibrated on the dev sets'
 # answerable against unanswerable questions (``ai-eval``, see evaluation.py).
 DEFAULT_MIN_SCORE = 0.37
+# A word the question says is not there: "with no GUI", "without a GUI or SSH".
+_NEGATED = re.compile(r"\b(?:no|without)\s+(?:an?\s+|any\s+)?([\w.-]+)"
+                      r"(?:(?:\s*,\s*|\s+(?:or|nor|and)\s+)([\w.-]+))?", re.IGNORECASE)
 
 
 def confident(hits: Sequence[Hit], min_score: float, min_margin: float) -> bool:
@@ -63,22 +67,40 @@ def unknown_names(query: str, table: TableCache) -> list[str]:
     """The names in ``query`` (``varaverk.text.named_words``: "Minecraft", "S3", "k8s") that no
     chunk of ``table``'s index generation contains: the question is about something else.
 
-    Each name is looked up in the lexical index (a cached posting list after the first time);
-    a name whose look-up fails is not counted (a failure must not make an answer "not
-    covered").
+    A hyphenated name is known when its whole form or any of its named parts is ("ALIAS" for
+    "ALIAS-type": the lower-case tail is prose). A name right after "no" or "without" ("with
+    no GUI") is left out: the question says it is not there, so the documentation need not
+    name it. Each name is looked up in the lexical index (a cached posting list after the
+    first time); a name whose look-up fails is not counted (a failure must not make an answer
+    "not covered").
     """
     bm25 = table.bm25()
+
+    def known(word: str) -> bool:
+        found = bm25.contains(word) if bm25 is not None else None
+        if found is None:
+            found = bool(table.index.fts_search(word, 1))
+        return found
+
     out: list[str] = []
+    negated = {w.rstrip(".-") for m in _NEGATED.finditer(query) for w in m.groups() if w}
     for word in named_words(query):
+        if word in negated:
+            continue
+        parts = [p for p in word.split("-") if p != word and _named_part(p)]
         try:
-            found = bm25.contains(word) if bm25 is not None else None
-            if found is None:
-                found = bool(table.index.fts_search(word, 1))
+            if known(word) or any(known(p) for p in parts):
+                continue
         except Exception:  # a lookup failure must not make the answer "not covered"
             continue
-        if not found:
-            out.append(word)
+        out.append(word)
     return out
+
+
+def _named_part(part: str) -> bool:
+    """Whether one part of a hyphenated name is itself a name: capitalised, or holding a
+    digit, underscore or dot (two characters at least)."""
+    return len(part) > 1 and (part[0].isupper() or any(c.isdigit() or c in "_." for c in part))
 
 
 def measure_coverage(terms: Sequence[str], dense: DenseCandidates, mask: np.ndarray | None,
