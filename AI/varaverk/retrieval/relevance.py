@@ -30,7 +30,8 @@ import numpy as np
 
 from varaverk.retrieval.caches import WORD_FORMS_CACHE, TableCache, kept
 from varaverk.retrieval.candidates import DenseCandidates
-from varaverk.retrieval.coverage import REF_RANK, Coverage, measure, pool_margin, word_forms
+from varaverk.retrieval.coverage import (MIN_MARGIN, REF_RANK, Coverage, measure, pool_margin,
+                                         word_forms)
 from varaverk.retrieval.hits import Hit
 from varaverk.retrieval.scoring import top_k
 from varaverk.text import named_words
@@ -40,6 +41,10 @@ NOT_COVERED = "The documentation does not cover this."
 # slightly like the question. Any higher floor fitted on four dev corpora refused answerable
 # questions of the fifth (module docstring).
 DEFAULT_MIN_SCORE = 0.0
+# A chat turn is handed to the documentation only on matches that stand out: a small talk
+# question wrongly kept in chat loses nothing the user did not ask for, so the floor and the
+# margin rule of the earlier calibration stay here.
+ESCALATE_MIN_SCORE = 0.37
 # A word the question says is not there: "with no GUI", "without a GUI or SSH".
 _NEGATED = re.compile(r"\b(?:no|without)\s+(?:an?\s+|any\s+)?([\w.-]+)"
                       r"(?:(?:\s*,\s*|\s+(?:or|nor|and)\s+)([\w.-]+))?", re.IGNORECASE)
@@ -75,6 +80,12 @@ def confident(hits: Sequence[Hit], min_score: float, min_margin: float | None) -
         return True
     measured = next((h.coverage for h in hits if h.coverage is not None), None)
     return measured is None or measured.covered(min_margin)
+
+
+def escalates(hits: Sequence[Hit]) -> bool:
+    """Whether a chat turn's hits stand out enough to hand it to the documentation:
+    ``confident`` with ``ESCALATE_MIN_SCORE`` and the coverage rule at ``MIN_MARGIN``."""
+    return confident(hits, ESCALATE_MIN_SCORE, MIN_MARGIN)
 
 
 def unknown_names(query: str, table: TableCache) -> list[str]:
