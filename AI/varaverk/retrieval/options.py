@@ -63,7 +63,8 @@ class RetrieverOptions:
     @classmethod
     def from_settings(cls, settings: Settings, **changes: Any) -> RetrieverOptions:
         """The options ``settings`` give (``AI_MIN_SCORE``: 0 means the default;
-        ``AI_MIN_MARGIN``: 0 leaves the margin rule off), then ``changes`` (fields of this class, e.g. ``mode="lexical"``).
+        ``AI_MIN_MARGIN``: 0 leaves the margin rule off), then ``changes`` (fields of this
+        class, e.g. ``mode="lexical"``).
         Raises TypeError for a name that is not a field."""
         options = cls(
             min_score=(float(settings.ai_min_score) if settings.ai_min_score > 0
