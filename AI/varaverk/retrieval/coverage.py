@@ -55,8 +55,9 @@ REF_RANK = 50           # the pool edge: the margin is over the cosine of the 50
 LEADING = 5
 # The rule's two settings when it is turned on (``AI_MIN_MARGIN``; above). A near-miss
 # question's margin can be as high as an answerable one's: what tells them apart is the
-# distinctive words the results miss, so those cost margin, and the threshold is left low enough for answerable questions
-# worded otherwise than their documentation (a paraphrase misses words too).
+# distinctive words the results miss, so those cost margin, and the threshold is left low
+# enough for answerable questions worded otherwise than their documentation (a paraphrase
+# misses words too).
 MIN_MARGIN = 0.05       # cosine units, after the missed-words cost
 MISSED_COST = 0.15      # cosine units per unit of missed share: the most missed words can cost
 
