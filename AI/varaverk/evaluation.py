@@ -262,8 +262,9 @@ def coverage_signals(hits) -> dict[str, Any] | None:
     "margin": best over the pool edge, "effective": margin less the missed-words cost (cosine
     units; None without a pool edge), "absent": words the index never holds, "missed": words
     the leading hits do not hold (absent ones included), "missed_share": their IDF-weighted
-    share in [0, 1], "words": content words looked up, "unknown": names no chunk contains};
-    None without hits."""
+    share in [0, 1], "words": content words looked up, "unknown": names no chunk contains,
+    "exact", "alias": a hit titled with a name of the question, or named by a note alias
+    (either decides before the constants)}; None without hits."""
     if not hits:
         return None
     h = hits[0]
@@ -276,7 +277,8 @@ def coverage_signals(hits) -> dict[str, Any] | None:
             "absent": list(cov.absent) if cov else [], "missed": list(cov.missed) if cov else [],
             "missed_share": rounded(cov.missed_share) if cov else None,
             "words": cov.words if cov else 0,
-            "unknown": list(h.unknown)}
+            "unknown": list(h.unknown), "exact": any(x.exact for x in hits),
+            "alias": any(x.alias for x in hits)}
 
 
 def windows(text: str, size: int = WINDOW, overlap: int = OVERLAP) -> list[str]:

@@ -297,7 +297,7 @@ def _escalation_target(turn: _Turn) -> str | None:
 def _escalate(turn: _Turn) -> Iterator[TurnEvent]:
     """Step escalate: a confident chat turn is answered by its escalation profile."""
     original = turn.profile
-    if original.escalates_to and turn.confident:
+    if original.escalates_to and turn.confident and turn.retriever.escalates(turn.hits):
         turn.profile = get_profile(_escalation_target(turn))
         yield TurnEvent("profile", {"profile": turn.profile.name, "from": original.name,
                                     "reason": "the documentation has confident matches "

@@ -24,12 +24,12 @@ signals that are relative to the index replace it as the deciding rule:
   uses ("camera" in a camera NVR's manual, the product's own name) weigh nothing, so the share
   is about what makes the question specific; a paraphrased everyday word costs little.
 
-The rule: not covered when ``margin − MISSED_COST × missed share < MIN_MARGIN``. Calibrated on
-the harborlab, Frigate and Synapse dev sets together with ``ai-eval`` (answerable questions
-refused against unanswerable ones caught, swept over both settings; the chosen point lies
-inside the band where both targets hold, and was validated by fitting on two corpora and
-testing on the third). An index too small to have a pool edge (fewer than ``REF_RANK`` rows
-after filters) gives no margin, and the rule abstains.
+The rule: not covered when ``margin − MISSED_COST × missed share < MIN_MARGIN``. It is off
+unless ``AI_MIN_MARGIN`` sets the threshold (``varaverk.retrieval.relevance``): calibrated
+leave-one-corpus-out over the five dev corpora, no threshold fitted on four refused no
+answerable question of the fifth. The signals are still measured on every search (``ai-eval
+-v`` prints them) for calibrating on other corpora. An index too small to have a pool edge
+(fewer than ``REF_RANK`` rows after filters) gives no margin, and the rule abstains.
 
 Costs per query: the margin reads scores the dense retriever already ranked; the missed words
 are set look-ups in the index's vocabulary (``Index.fts_vocabulary``, read once per index
@@ -53,10 +53,11 @@ REF_RANK = 50           # the pool edge: the margin is over the cosine of the 50
 # usually made of. Search ranks at least this many whatever k it is asked for, so the
 # verdict does not depend on k.
 LEADING = 5
-# The rule's two settings, calibrated together (above). A near-miss question's margin can be
-# as high as an answerable one's: what tells them apart is the distinctive words the results
-# miss, so those cost margin, and the threshold is left low enough for answerable questions
-# worded otherwise than their documentation (a paraphrase misses words too).
+# The rule's two settings when it is turned on (``AI_MIN_MARGIN``; above). A near-miss
+# question's margin can be as high as an answerable one's: what tells them apart is the
+# distinctive words the results miss, so those cost margin, and the threshold is left low
+# enough for answerable questions worded otherwise than their documentation (a paraphrase
+# misses words too).
 MIN_MARGIN = 0.05       # cosine units, after the missed-words cost
 MISSED_COST = 0.15      # cosine units per unit of missed share: the most missed words can cost
 

@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from varaverk.config import Settings
-from varaverk.retrieval.coverage import MIN_MARGIN
 from varaverk.retrieval.relevance import DEFAULT_MIN_SCORE
 
 FUSION = "score"            # min-max normalised dense + BM25/max ("rrf": rank fusion)
@@ -39,7 +38,9 @@ class RetrieverOptions:
         section_boost, label_weight, file_weight: RRF units (``fusion.UNIT``).
         min_score: relevance threshold on the best cosine similarity.
         min_margin: the coverage rule's threshold on the dense margin over the pool edge, less
-            the missed-words cost (``varaverk.retrieval.coverage``), in cosine units.
+            the missed-words cost (``varaverk.retrieval.coverage``), in cosine units; None
+            (the default) leaves the rule off: calibrated leave-one-corpus-out, no margin
+            refused no answerable question on a corpus it was not fitted on.
         preload: read all of each index generation's postings (``lexical.Bm25``'s
             ``preload``) and, when they fit the retriever's caches, all its chunks at its
             first query, for processes that answer many questions (the dock, the
@@ -56,17 +57,18 @@ class RetrieverOptions:
     label_weight: float = LABEL_WEIGHT
     file_weight: float = FILE_WEIGHT
     min_score: float = DEFAULT_MIN_SCORE
-    min_margin: float = MIN_MARGIN
+    min_margin: float | None = None
     preload: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings, **changes: Any) -> RetrieverOptions:
-        """The options ``settings`` give (``AI_MIN_SCORE``, ``AI_MIN_MARGIN``: 0 means the
-        calibrated default), then ``changes`` (fields of this class, e.g. ``mode="lexical"``).
+        """The options ``settings`` give (``AI_MIN_SCORE``: 0 means the default;
+        ``AI_MIN_MARGIN``: 0 leaves the margin rule off), then ``changes`` (fields of this
+        class, e.g. ``mode="lexical"``).
         Raises TypeError for a name that is not a field."""
         options = cls(
             min_score=(float(settings.ai_min_score) if settings.ai_min_score > 0
                        else DEFAULT_MIN_SCORE),
             min_margin=(float(settings.ai_min_margin) if settings.ai_min_margin > 0
-                        else MIN_MARGIN))
+                        else None))
         return replace(options, **changes)

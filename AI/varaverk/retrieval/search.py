@@ -238,6 +238,12 @@ class Retriever:
         model."""
         return relevance.confident(hits, self.options.min_score, self.options.min_margin)
 
+    def escalates(self, hits: Sequence[Hit]) -> bool:
+        """Whether a chat turn should be handed to the documentation: the hits stand out
+        (``relevance.escalates``), stricter than ``confident``, which only refuses what the
+        index cannot answer."""
+        return relevance.escalates(hits)
+
     # -- small-to-big -------------------------------------------------------------------------
 
     def expand(self, hits: Sequence[Hit], budget_chars: int) -> list[list]:
