@@ -6,7 +6,9 @@ Two steps around ranking (``varaverk.retrieval.search``) use this module:
    split section comes back as its siblings joined in line order, nearest first, up to
    ``MERGE_CHARS``; a tiny chunk (under ``TINY_CHARS``: one option's paragraph, a bare heading,
    a banner's lines) comes back with the nearest chunks of its parent section, up to
-   ``TINY_MERGE_CHARS``. Two results never hold the same lines, and a window is contiguous.
+   ``TINY_MERGE_CHARS``. Two results never hold the same lines, and a window is contiguous
+   in the file (its line range holds its text and nothing else); a merged result is titled
+   by every heading it spans (``spanned_title``).
    Then a result whose text mostly repeats lines an earlier result shows (a near-copy: two
    example configurations that differ in one block) is listed after the others
    (``demote_repeats``), so the first results spend their characters on different text.
@@ -76,11 +78,12 @@ def places(chunks: Sequence[Any]) -> dict[int, Place]:
     needs to know of a file, worked out once for an index generation rather than for every
     hit. ``own`` is the chunk's YAML block (``meta["block"]``, same file) when it has one,
     else for a part (``part > 0``) the parts with its section and title, else None."""
-    sections: dict[str, list] = {}
+    sections: dict[tuple[str, int], list] = {}
     blocks: dict[Any, list] = {}
     parts: dict[tuple[str, str], list] = {}
+    run_of = _section_runs(chunks)
     for s in chunks:
-        sections.setdefault(s.section, []).append(s)
+        sections.setdefault(run_of[s.id], []).append(s)
         block = (getattr(s, "meta", None) or {}).get("block")
         if block:
             blocks.setdefault(block, []).append(s)
@@ -94,7 +97,22 @@ def places(chunks: Sequence[Any]) -> dict[int, Place]:
             own = by_block[block][s.id]
         else:
             own = by_parts[(s.section, s.title)][s.id] if s.part > 0 else None
-        out[s.id] = Place(len(s.text), own, by_section[s.section][s.id])
+        out[s.id] = Place(len(s.text), own, by_section[run_of[s.id]][s.id])
+    return out
+
+
+def _section_runs(chunks: Sequence[Any]) -> dict[int, tuple[str, int]]:
+    """{chunk id: (section, run number)}: a run is chunks of one section next to one another
+    in the file. A section's chunks may be apart (a heading's subsections lie between two of
+    its siblings); merging over the gap would claim lines the result does not hold."""
+    out: dict[int, tuple[str, int]] = {}
+    last: str | None = None
+    run = 0
+    for s in sorted(chunks, key=lambda s: (s.start_line, s.part)):
+        if s.section != last:
+            run += 1
+            last = s.section
+        out[s.id] = (s.section, run)
     return out
 
 
@@ -132,7 +150,8 @@ def merge_parts(hits: Iterable, k: int, places_of: Callable[[str], dict[int, Pla
 
     Returns:
         Up to k of the hits. A merged hit is changed in place: its chunk becomes a copy
-        holding the joined text and line range, and ``grown`` is set.
+        holding the joined text, its line range and the titles it spans (``spanned_title``),
+        and ``grown`` is set.
     """
     out: list = []
     covered: set[int] = set()
@@ -187,9 +206,21 @@ def _join(hit, group: Group, run: range, grown: bool) -> None:
     chunk = object.__new__(type(c))
     chunk.__dict__.update(c.__dict__, text="\n".join(group.texts[run.start:run.stop]),
                           start_line=group.chunks[run[0]].start_line,
-                          end_line=group.chunks[run[-1]].end_line)
+                          end_line=group.chunks[run[-1]].end_line,
+                          title=spanned_title(group.chunks[run.start:run.stop]))
     hit.chunk = chunk
     hit.grown = grown
+
+
+def spanned_title(chunks: Sequence[Any]) -> str:
+    """The title a merged result is cited by: the distinct titles of ``chunks`` (one section's
+    chunks, in line order) joined with ``"; "`` in order, so a citation names every heading
+    whose text it holds; one title when they share it (the parts of a split section)."""
+    titles: list[str] = []
+    for c in chunks:
+        if c.title and c.title not in titles:
+            titles.append(c.title)
+    return "; ".join(titles)
 
 
 def demote_repeats(hits: list, share: float = REPEAT_SHARE) -> list:

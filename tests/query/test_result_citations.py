@@ -1,0 +1,102 @@
+"""Citations say where the text is: a merged result holds one contiguous passage of its file,
+its line range is that passage's and it is cited by every heading it spans (real index of
+constructed documents)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.query.conftest import query_settings
+from tests.support.repos import make_repo
+from varaverk.index.indexer import refresh
+from varaverk.retrieval import windows
+from varaverk.retrieval.search import Retriever
+
+# Two top-level sections of one page around a heading whose own text is one image line
+# (tiny) and whose content sits in a subsection: the tiny chunk's siblings in its section
+# ("Guide") are not next to it in the file.
+GUIDE = """# Guide
+
+## Intro
+
+The intro explains what the garden irrigation controller waters and when it runs.
+
+## Valve CRDs
+
+![valve crds](valves.png)
+
+### ValveSchedule
+
+A ValveSchedule names the valve, the start time and the minutes it stays open each day.
+The controller reads every schedule at midnight and plans the next day from them.
+
+## Later
+
+The later section tells how the rain sensor skips a watering after a wet night.
+"""
+
+VALUES = """\
+# -- Storage of the metrics database
+storageSpec:
+  size: 10Gi
+# -- How long samples are kept
+retention: 7d
+# -- Rule selector
+ruleSelectorNilUsesHelmValues: false
+"""
+
+
+@pytest.fixture
+def garden(tmp_path, model_server):
+    repo = make_repo(tmp_path / "repo", {"docs/guide.md": GUIDE,
+                                         "charts/values.yaml": VALUES})
+    settings = query_settings(repo, tmp_path / "data", model_server, ai_embed_backend="ollama",
+                              ai_embed_model="m", ai_globs_template=("charts/*.yaml",), ai_globs_doc=("docs/*.md",))
+    refresh(settings, progress=False)
+    return Retriever(settings, reranker=False)
+
+
+def _lines(path: str, start: int, end: int) -> list[str]:
+    return [line for line in path.splitlines()[start - 1:end] if line.strip()]
+
+
+def _stored(retriever, path):
+    return retriever.index.chunks_for_path(path)
+
+
+def test_a_tiny_chunk_never_merges_over_another_sections_lines(garden):
+    stored = {c.title: c for c in _stored(garden, "docs/guide.md")}
+    tiny = stored["Valve CRDs"]
+    assert len(tiny.text) < windows.TINY_CHARS
+    [hit] = windows.merge_parts([_hit(tiny)], 1, garden._table().places_of)
+    c = hit.chunk
+    # Every chunk of the file inside the result's line range is in its text: the range is
+    # the result's own, never a span that skips a subsection.
+    for other in stored.values():
+        if c.start_line <= other.start_line and other.end_line <= c.end_line:
+            assert other.text.strip() in c.text, other.title
+    assert "rain sensor" not in c.text     # the section after the subsection stays out
+
+
+def test_a_merged_result_is_cited_by_every_heading_it_spans(garden):
+    stored = {c.title: c for c in _stored(garden, "charts/values.yaml")}
+    seed = stored["retention"]
+    [hit] = windows.merge_parts([_hit(seed)], 1, garden._table().places_of)
+    c = hit.chunk
+    spanned = [s.title for s in sorted(stored.values(), key=lambda s: s.start_line)
+               if c.start_line <= s.start_line and s.end_line <= c.end_line]
+    assert len(spanned) > 1    # so it is a merge
+    assert c.title == "; ".join(spanned)
+    assert c.citation.endswith("storageSpec; retention; ruleSelectorNilUsesHelmValues")
+
+
+def test_an_unmerged_result_keeps_its_own_title(garden):
+    stored = {c.title: c for c in _stored(garden, "docs/guide.md")}
+    seed = stored["ValveSchedule"]
+    [hit] = windows.merge_parts([_hit(seed)], 1, garden._table().places_of)
+    assert hit.chunk.title == "ValveSchedule"
+
+
+def _hit(chunk):
+    from varaverk.retrieval.hits import Hit
+    return Hit(chunk, 1.0)
