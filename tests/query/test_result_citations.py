@@ -100,3 +100,50 @@ def test_an_unmerged_result_keeps_its_own_title(garden):
 def _hit(chunk):
     from varaverk.retrieval.hits import Hit
     return Hit(chunk, 1.0)
+
+
+LINKS = """# Valves
+
+## Documentation
+
+- [Valve reference](https://example.org/valves/reference)
+- [Valve schedule API](https://example.org/valves/schedule-api)
+- [Valve wiring guide](https://example.org/valves/wiring)
+""" + "".join(f"- [Valve documentation page {i}](https://example.org/valves/documentation/{i})\n"
+              for i in range(8)) + """
+
+## Valve schedule
+
+Each valve schedule opens the valve at its start time and closes it after the minutes set
+for that day; the controller reads the valve schedules at midnight.
+""" + "A valve schedule documentation note: every line of it is about the valves.\n" * 8
+
+
+def test_link_lists_and_title_only_sections_rank_below_sections_with_content():
+    from varaverk.retrieval.ranking import thin
+    assert thin("- [Valve reference](https://example.org/valves/reference)\n"
+                "- <https://example.org/x>")
+    assert thin("![valve crds](valves.png)")
+    assert thin("### Valve schedule\n")
+    assert not thin("Each valve opens at its start time; see [the API](https://example.org).")
+
+
+def test_a_link_list_that_outranks_the_answer_comes_after_it(tmp_path, model_server):
+    repo = make_repo(tmp_path / "repo", {"docs/valves.md": LINKS})
+    settings = query_settings(repo, tmp_path / "data", model_server, ai_embed_backend="ollama",
+                              ai_embed_model="m", ai_globs_doc=("docs/*.md",))
+    refresh(settings, progress=False)
+    retriever = Retriever(settings, reranker=False)
+    from varaverk.retrieval.hits import Hit
+    from varaverk.retrieval.ranking import demote_thin
+    stored = {c.title: c for c in _stored(retriever, "docs/valves.md")}
+    links, answer = stored["Documentation"], stored["Valve schedule"]
+    assert min(len(links.text), len(answer.text)) >= windows.TINY_CHARS   # neither merges
+    ranked = demote_thin([Hit(links, 2.0), Hit(answer, 1.0)])
+    assert [h.chunk.title for h in ranked] == ["Valve schedule", "Documentation"]
+    # A name written in the query keeps its chunk first, links or not.
+    ranked = demote_thin([Hit(links, 2.0, exact=True), Hit(answer, 1.0)])
+    assert [h.chunk.title for h in ranked] == ["Documentation", "Valve schedule"]
+    # Through a whole search too: the link list never comes before the section that answers.
+    titles = [h.chunk.title for h in retriever.search("valve schedule documentation", 5)]
+    assert titles.index("Valve schedule") < titles.index("Documentation")

@@ -215,6 +215,60 @@ def prefer_headers(hits: list[Hit]) -> None:
 _title_key = functools.lru_cache(maxsize=4096)(normalise_title)
 
 
+# A result at least this share of whose text (characters, white space left out) is links,
+# images or bare URLs is a list of pointers elsewhere, not an answer.
+LINK_SHARE = 0.5
+# How many results with content a thin result (``thin``) moves below: the one it outranked
+# (more moves rank alike on every dev corpus or lose prompt hits).
+THIN_DROP = 1
+# A Markdown link or image (the label with its target), an RST ``<target>`` or a bare URL.
+_LINK = re.compile(r"!?\[[^\]]*\]\([^)]*\)|`[^`<]*<[^>]+>`_*|<?\b[a-z][a-z0-9+.-]*://[^\s>)]+>?")
+_HEADING_LINE = re.compile(r"^\s*(#+\s.*|[=\-~^*#]{3,})\s*$", re.M)
+
+
+def thin(text: str, share: float | None = None) -> bool:
+    """Whether a result's text has no content of its own: nothing but headings and links
+    (a title-only chunk, an image), or at least ``share`` (default ``LINK_SHARE``) of its
+    characters, white space left out, in links, images and URLs (a list of external links).
+    """
+    share = LINK_SHARE if share is None else share
+    solid = "".join(text.split())
+    if not solid:
+        return True
+    linked = sum(len("".join(m.group(0).split())) for m in _LINK.finditer(text))
+    if linked >= share * len(solid):
+        return True
+    rest = _LINK.sub("", _HEADING_LINE.sub("", text))
+    return not any(ch.isalnum() for ch in rest)
+
+
+def demote_thin(hits: list[Hit], drop: int | None = None) -> list[Hit]:
+    """Move each result whose text is thin (``thin``: links only, or no body) below the next
+    ``drop`` (default ``THIN_DROP``) results with content, keeping the order otherwise; a
+    result titled with a name in the query (``Hit.exact``) never moves. Scores are unchanged
+    and nothing is removed.
+
+    Args:
+        hits: ranked hits with their (merged) chunks read, best first.
+
+    Returns:
+        The same hits in a new list.
+    """
+    drop = THIN_DROP if drop is None else drop
+    out: list[Hit] = []
+    waiting: list[tuple[int, Hit]] = []      # (results with content still to pass, hit)
+    for h in hits:
+        if not h.exact and thin(h.chunk.text):
+            waiting.append((drop, h))
+            continue
+        out.append(h)
+        waiting = [(n - 1, w) for n, w in waiting]
+        while waiting and waiting[0][0] <= 0:
+            out.append(waiting.pop(0)[1])
+    out.extend(w for _, w in waiting)
+    return out
+
+
 def mark_aliases(query: str, hits: Sequence[Hit]) -> None:
     """Set ``Hit.alias`` on hits whose note aliases (``chunk.meta["aliases"]``) the query
     names as whole words, case-insensitively (aliases under 3 characters are ignored)."""

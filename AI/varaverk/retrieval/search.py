@@ -49,7 +49,8 @@ from varaverk.retrieval.fusion import fuse
 from varaverk.retrieval.hits import Hit
 from varaverk.retrieval.options import RetrieverOptions
 from varaverk.retrieval.question import Filters, Question
-from varaverk.retrieval.ranking import Boosts, boosted_hits, leading, mark_aliases, prefer_headers
+from varaverk.retrieval.ranking import (Boosts, boosted_hits, demote_thin, leading, mark_aliases,
+                                       prefer_headers)
 from varaverk.retrieval.rerank import make_reranker
 from varaverk.retrieval.scoring import EMPTY_IDS, EMPTY_SCORES
 from varaverk.text import exact_names, lexical_text
@@ -202,7 +203,7 @@ class Retriever:
             hits = self._reranked(question, hits, table)
         else:
             hits = self._merge_read(hits, question.ranked, table)
-        hits = windows.demote_repeats(hits)
+        hits = demote_thin(windows.demote_repeats(hits))
         mark_aliases(question.text, hits)
         return hits
 
