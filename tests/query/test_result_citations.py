@@ -147,3 +147,21 @@ def test_a_link_list_that_outranks_the_answer_comes_after_it(tmp_path, model_ser
     # Through a whole search too: the link list never comes before the section that answers.
     titles = [h.chunk.title for h in retriever.search("valve schedule documentation", 5)]
     assert titles.index("Valve schedule") < titles.index("Documentation")
+
+
+def test_a_yaml_key_grows_within_a_tiny_chunks_bound(tmp_path, model_server):
+    keys = "".join(f"  # How the controller treats valve number {i}: its flow in litres per "
+                   f"minute, checked against the meter every night\n  valve{i:02d}: {i}\n"
+                   for i in range(16))
+    repo = make_repo(tmp_path / "repo", {"charts/values.yaml": "valves:\n" + keys})
+    settings = query_settings(repo, tmp_path / "data", model_server, ai_embed_backend="ollama",
+                              ai_embed_model="m", ai_globs_template=("charts/*.yaml",))
+    refresh(settings, progress=False)
+    retriever = Retriever(settings, reranker=False)
+    stored = sorted(_stored(retriever, "charts/values.yaml"), key=lambda c: c.start_line)
+    keyed = [c for c in stored if (c.meta or {}).get("block")]
+    assert sum(len(c.text) for c in keyed) > windows.TINY_MERGE_CHARS   # so it is bounded
+    [hit] = windows.merge_parts([_hit(keyed[8])], 1, retriever._table().places_of)
+    assert keyed[8].text.strip() in hit.chunk.text
+    assert keyed[7].text.strip() in hit.chunk.text and keyed[9].text.strip() in hit.chunk.text
+    assert len(hit.chunk.text) <= windows.TINY_MERGE_CHARS

@@ -182,13 +182,16 @@ def merge_parts(hits: Iterable, k: int, places_of: Callable[[str], dict[int, Pla
 
 
 def _window(place: Place) -> tuple[tuple[Group, int], int, bool] | None:
-    """``((group, index), cap, grown)`` a ranked chunk merges within: its parts or YAML block
-    up to ``MERGE_CHARS``; for a tiny chunk (under ``TINY_CHARS`` and neither a part nor a
+    """``((group, index), cap, grown)`` a ranked chunk merges within: its parts up to
+    ``MERGE_CHARS``, its YAML block up to ``TINY_MERGE_CHARS``; for a tiny chunk (under ``TINY_CHARS`` and neither a part nor a
     key: alone it rarely holds an answer) its parent section up to ``TINY_MERGE_CHARS``,
     ``grown``; None for a whole chunk that is not tiny. The limits are read at each call,
     never kept in ``places`` (which lasts an index generation)."""
     if place.own is not None:
-        return place.own, MERGE_CHARS, False
+        # A block's key is a small chunk of its own, not a part of a long section: it grows as
+        # a tiny chunk does, so a few results still fit one context.
+        block = place.own[0].chunks[0].part == 0
+        return place.own, (TINY_MERGE_CHARS if block else MERGE_CHARS), False
     if place.size < TINY_CHARS:
         return place.section, TINY_MERGE_CHARS, True
     return None
