@@ -25,7 +25,7 @@ bp = Blueprint("status", __name__)
 @bp.get("/api/status")
 def status():
     """``GET /api/status``: the index's files, chunks, model, last build and whether it is
-    behind the repository, as ``ai-index --status`` computes it (``varaverk.index.indexer.status``:
+    behind the repository, as ``ai-index --status`` computes it (``varaverk.index.status.status``:
     HEAD moved, files changed, added or removed, or another embedder configured);
     ``{"present": false, "message"}`` when there is no usable index."""
     settings = dock_state().settings

@@ -1,6 +1,6 @@
 """Citations say where the text is: a merged result holds one contiguous passage of its file,
-its line range is that passage's and it is cited by every heading it spans (real index of
-constructed documents)."""
+its line range is that passage's; link lists and title-only sections rank below content (real
+index of constructed documents)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from tests.query.conftest import query_settings
 from tests.support.repos import make_repo
-from varaverk.index.indexer import refresh
+from varaverk.index.refresh import refresh
 from varaverk.retrieval import windows
 from varaverk.retrieval.search import Retriever
 
@@ -76,18 +76,6 @@ def test_a_tiny_chunk_never_merges_over_another_sections_lines(garden):
         if c.start_line <= other.start_line and other.end_line <= c.end_line:
             assert other.text.strip() in c.text, other.title
     assert "rain sensor" not in c.text     # the section after the subsection stays out
-
-
-def test_a_merged_result_is_cited_by_every_heading_it_spans(garden):
-    stored = {c.title: c for c in _stored(garden, "charts/values.yaml")}
-    seed = stored["retention"]
-    [hit] = windows.merge_parts([_hit(seed)], 1, garden._table().places_of)
-    c = hit.chunk
-    spanned = [s.title for s in sorted(stored.values(), key=lambda s: s.start_line)
-               if c.start_line <= s.start_line and s.end_line <= c.end_line]
-    assert len(spanned) > 1    # so it is a merge
-    assert c.title == "; ".join(spanned)
-    assert c.citation.endswith("storageSpec; retention; ruleSelectorNilUsesHelmValues")
 
 
 def test_an_unmerged_result_keeps_its_own_title(garden):

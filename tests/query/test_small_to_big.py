@@ -76,7 +76,7 @@ def test_a_merged_result_is_a_copy_and_the_cached_chunks_stay_as_stored(pump):
     assert cached == stored and type(seed) is type(first.chunk)
     merged = first.chunk
     # Every field of the seed but the joined text and its line range.
-    assert merged == replace(stored[merged.id], text=merged.text, title=merged.title,
+    assert merged == replace(stored[merged.id], text=merged.text,
                              start_line=merged.start_line, end_line=merged.end_line)
     assert merged.text != stored[merged.id].text
     assert (first.score, first.dense, first.lexical, first.exact) == \

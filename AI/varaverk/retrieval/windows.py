@@ -7,8 +7,7 @@ Two steps around ranking (``varaverk.retrieval.search``) use this module:
    ``MERGE_CHARS``; a tiny chunk (under ``TINY_CHARS``: one option's paragraph, a bare heading,
    a banner's lines) comes back with the nearest chunks of its parent section, up to
    ``TINY_MERGE_CHARS``. Two results never hold the same lines, and a window is contiguous
-   in the file (its line range holds its text and nothing else); a merged result is titled
-   by every heading it spans (``spanned_title``).
+   in the file (its line range holds its text and nothing else).
    Then a result whose text mostly repeats lines an earlier result shows (a near-copy: two
    example configurations that differ in one block) is listed after the others
    (``demote_repeats``), so the first results spend their characters on different text.
@@ -150,8 +149,7 @@ def merge_parts(hits: Iterable, k: int, places_of: Callable[[str], dict[int, Pla
 
     Returns:
         Up to k of the hits. A merged hit is changed in place: its chunk becomes a copy
-        holding the joined text, its line range and the titles it spans (``spanned_title``),
-        and ``grown`` is set.
+        holding the joined text and line range, and ``grown`` is set.
     """
     out: list = []
     covered: set[int] = set()
@@ -209,21 +207,9 @@ def _join(hit, group: Group, run: range, grown: bool) -> None:
     chunk = object.__new__(type(c))
     chunk.__dict__.update(c.__dict__, text="\n".join(group.texts[run.start:run.stop]),
                           start_line=group.chunks[run[0]].start_line,
-                          end_line=group.chunks[run[-1]].end_line,
-                          title=spanned_title(group.chunks[run.start:run.stop]))
+                          end_line=group.chunks[run[-1]].end_line)
     hit.chunk = chunk
     hit.grown = grown
-
-
-def spanned_title(chunks: Sequence[Any]) -> str:
-    """The title a merged result is cited by: the distinct titles of ``chunks`` (one section's
-    chunks, in line order) joined with ``"; "`` in order, so a citation names every heading
-    whose text it holds; one title when they share it (the parts of a split section)."""
-    titles: list[str] = []
-    for c in chunks:
-        if c.title and c.title not in titles:
-            titles.append(c.title)
-    return "; ".join(titles)
 
 
 def demote_repeats(hits: list, share: float = REPEAT_SHARE) -> list:
