@@ -59,7 +59,7 @@ class RowLabel(NamedTuple):
 class TableCache:
     """One index generation's vector table and what ranking derives from it (module docstring).
 
-    ``index`` is the open ``varaverk.index.store.Index`` the table came from; ``preload``: read
+    ``index`` is the open ``varaverk.index.store.index.Index`` the table came from; ``preload``: read
     all of the generation's postings at once (``Bm25``'s ``preload``).
     """
 

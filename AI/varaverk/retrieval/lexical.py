@@ -52,7 +52,7 @@ class Bm25:
     """FTS5's BM25 for one index generation, scored in-process.
 
     Args:
-        index: an open ``varaverk.index.store.Index`` (``fts_doc_lengths``, ``fts_postings``,
+        index: an open ``varaverk.index.store.index.Index`` (``fts_doc_lengths``, ``fts_postings``,
             ``fts_all_postings``).
         preload: read every token's posting list at construction, in one scan, when the index
             holds at most ``MAX_PRELOADED_TOKENS`` tokens: for long-lived processes, whose

@@ -63,7 +63,7 @@ class Retriever:
     Args:
         settings: ``varaverk.config.Settings`` (index path, embedder, reranker; the options
             when none are given).
-        index: an open ``varaverk.index.store.Index``; None opens ``settings.index_path``
+        index: an open ``varaverk.index.store.index.Index``; None opens ``settings.index_path``
             read-only (raises ``IndexMissing`` when there is none).
         embedder: a ``varaverk.embedding.Embedder``; None makes one from settings (not in
             lexical mode).

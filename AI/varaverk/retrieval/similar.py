@@ -40,7 +40,7 @@ def similar(index, target: str, k: int = 5, sources: Iterable[str] | None = None
     """The nearest sections to ``target`` (``PATH`` or ``PATH#heading``), best first.
 
     Args:
-        index: an open ``varaverk.index.store.Index``.
+        index: an open ``varaverk.index.store.index.Index``.
         target: a stored path (``Backup/rsync_mirror.sh``, ``vault:Restic.md``), optionally
             ``#`` and a heading, section or title of that file (case-insensitive).
         k: how many sections. sources: keep only chunks of these source names (None: all).
