@@ -59,8 +59,8 @@ class RowLabel(NamedTuple):
 class TableCache:
     """One index generation's vector table and what ranking derives from it (module docstring).
 
-    ``index`` is the open ``varaverk.index.store.index.Index`` the table came from; ``preload``: read
-    all of the generation's postings at once (``Bm25``'s ``preload``).
+    ``index`` is the open ``varaverk.index.store.index.Index`` the table came from;
+    ``preload``: read all of the generation's postings at once (``Bm25``'s ``preload``).
     """
 
     index: Any

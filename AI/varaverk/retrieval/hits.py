@@ -14,7 +14,8 @@ class Hit:
     """One retrieved chunk (slotted: a query makes one for each leading candidate).
 
     Attributes:
-        chunk: the stored chunk (``varaverk.index.store.stored_chunk.StoredChunk``: id + every Chunk field).
+        chunk: the stored chunk (``varaverk.index.store.stored_chunk.StoredChunk``: id and
+            every Chunk field).
         score: the fused score used for ranking (higher is better; RRF units plus boosts, or
             the dense/lexical score itself in single-retriever modes).
         dense: cosine similarity with the query in [-1, 1] (None when not scored densely).

@@ -16,8 +16,8 @@ Two steps around ranking (``varaverk.retrieval.search``) use this module:
    within a character budget counted as ``varaverk.retrieval.context.format_context`` lays
    the groups out (citation labels included).
 
-Chunks are ``varaverk.index.store.stored_chunk.StoredChunk`` (``id``, ``path``, ``section``, ``title``, ``part``,
-``start_line``, ``end_line``, ``text``, ``citation``, ``meta``); hits are
+Chunks are ``varaverk.index.store.stored_chunk.StoredChunk`` (``id``, ``path``, ``section``,
+``title``, ``part``, ``start_line``, ``end_line``, ``text``, ``citation``, ``meta``); hits are
 ``varaverk.retrieval.hits.Hit``. The caller owns reading and caching chunks: it passes
 ``file_chunks(path) -> that file's chunks in document order`` and, for merging,
 ``places_of(path) -> places(that file's chunks)``, which it keeps for an index generation.
