@@ -22,7 +22,7 @@ connection per request, small next to a model's work.
 
 Errors: ``BoundedReadError`` (``DeadlineExceeded``, ``BodyTooLarge``, ``UnsupportedEncoding``)
 for a broken bound; httpx's own exceptions for everything else (refused connection, a silence
-longer than the client's read timeout, a broken stream). Neither kind is raised by ``stream``
+longer than the client's read timeout, a broken stream). Neither kind is raised by ``send``
 for an error status: callers look at ``status_code``.
 """
 
@@ -46,7 +46,8 @@ _SOCKET_EVENTS = ("connection.connect_tcp.complete", "connection.start_tls.compl
 
 
 class BoundedReadError(Exception):
-    """An answer broke one of the bounds; the message says which (and never echoes the body)."""
+    """An answer broke one of the bounds; the message says which (the caller names the URL;
+    the body is never echoed)."""
 
 
 class DeadlineExceeded(BoundedReadError):
@@ -164,7 +165,6 @@ class BoundedResponse:
 
     Attributes:
         status_code, headers: those of the httpx response.
-        url: the request's URL (for messages).
         max_bytes: the decoded bytes the body may hold.
     """
 
@@ -173,22 +173,15 @@ class BoundedResponse:
         self._watchdog = watchdog
         self.status_code = response.status_code
         self.headers = response.headers
-        self.url = str(response.request.url)
         self.max_bytes = max_bytes
-        self._read = 0
-
-    @property
-    def deadline_passed(self) -> bool:
-        """Whether the watchdog has cut the connection."""
-        return self._watchdog.fired
+        self._decoded = 0
 
     def extend(self, seconds: float) -> None:
         """Give the rest of the answer (or its next part) ``seconds`` from now."""
         self._watchdog.extend(seconds)
 
     def _deadline(self) -> DeadlineExceeded:
-        return DeadlineExceeded(f"no complete answer from {self.url} within "
-                                f"{self._watchdog.seconds:g} s")
+        return DeadlineExceeded(f"no complete answer within {self._watchdog.seconds:g} s")
 
     def _raw(self) -> Iterator[bytes]:
         try:
@@ -212,10 +205,9 @@ class BoundedResponse:
         inflate = _inflaters(self.headers.get("content-encoding"))
         for data in self._raw():
             for piece in (inflate(data) if inflate else (data,)):
-                self._read += len(piece)
-                if self._read > self.max_bytes:
-                    raise BodyTooLarge(f"answer from {self.url} larger than {self.max_bytes} "
-                                       "bytes")
+                self._decoded += len(piece)
+                if self._decoded > self.max_bytes:
+                    raise BodyTooLarge(f"answer larger than {self.max_bytes} bytes")
                 if self._watchdog.fired:
                     raise self._deadline()
                 yield piece
@@ -224,39 +216,24 @@ class BoundedResponse:
         """The whole decoded body (see ``iter_bytes`` for the errors)."""
         return b"".join(self.iter_bytes())
 
-    def iter_lines(self, max_line: int) -> Iterator[bytes]:
-        """The body's lines as raw bytes without the ``\\n`` (a last line without one too).
-
-        Raises BodyTooLarge for a line longer than ``max_line`` bytes, besides the errors of
-        ``iter_bytes``.
-        """
-        buffer = bytearray()
-        for piece in self.iter_bytes():
-            start = 0
-            while (end := piece.find(b"\n", start)) >= 0:
-                if len(buffer) + end - start > max_line:
-                    raise self._too_long(max_line)
-                buffer += piece[start:end]
-                yield bytes(buffer)
-                buffer.clear()
-                start = end + 1
-            buffer += piece[start:]
-            if len(buffer) > max_line:
-                raise self._too_long(max_line)
-        if buffer:
-            yield bytes(buffer)
-
-    def _too_long(self, max_line: int) -> BodyTooLarge:
-        return BodyTooLarge(f"a line from {self.url} longer than {max_line} bytes")
+    def close(self) -> None:
+        """Close the connection and end the watchdog."""
+        try:
+            self._response.close()
+        finally:
+            self._watchdog.stop()
 
     def read_error_text(self, limit: int = 64 * 1024) -> str:
-        """At most ``limit`` decoded bytes of an error answer as text ("" when even that much
-        cannot be read in time): enough for the server's message, never its whole body."""
-        self.max_bytes = min(self.max_bytes, self._read + limit)
-        chunks: list[bytes] = []
+        """The start of an error answer as text, at most ``limit`` decoded bytes (less when
+        the body ends, breaks off or breaks a bound first): enough for the server's message,
+        never its whole body."""
+        chunks, size = [], 0
         try:
             for piece in self.iter_bytes():
                 chunks.append(piece)
+                size += len(piece)
+                if size >= limit:
+                    break
         except (BoundedReadError, httpx.HTTPError):
             pass  # keep what came: the status says enough
         return b"".join(chunks)[:limit].decode("utf-8", "replace")
@@ -269,10 +246,10 @@ def _capped_timeout(timeout: httpx.Timeout, deadline: float) -> httpx.Timeout:
                          write=cap(timeout.write), pool=cap(timeout.pool))
 
 
-@contextmanager
-def stream(client: httpx.Client, method: str, url: str, *, deadline: float, max_bytes: int,
-         headers: dict[str, str] | None = None, **request: Any) -> Iterator[BoundedResponse]:
-    """Send a request and hand over its answer once the headers are in (the body unread).
+def send(client: httpx.Client, method: str, url: str, *, deadline: float, max_bytes: int,
+         headers: dict[str, str] | None = None, **request: Any) -> BoundedResponse:
+    """Send a request and return its answer once the headers are in, the body unread; the
+    caller closes it (``BoundedResponse.close``), or uses ``stream``.
 
     Args:
         client: the httpx client to send with (its timeouts still bound each read, capped
@@ -291,21 +268,30 @@ def stream(client: httpx.Client, method: str, url: str, *, deadline: float, max_
         built = client.build_request(method, url, headers=sent,
                                      timeout=_capped_timeout(client.timeout, deadline),
                                      extensions={"trace": watchdog.trace}, **request)
-        try:
-            response = client.send(built, stream=True)
-        except httpx.HTTPError:
-            if watchdog.fired:
-                raise DeadlineExceeded(f"no answer from {url} within {deadline:g} s") from None
-            raise
-        try:
-            stream = response.extensions.get("network_stream")
-            if stream is not None:  # a reused connection did not pass through trace
-                watchdog.adopt(stream.get_extra_info("socket"))
-            yield BoundedResponse(response, watchdog, max_bytes)
-        finally:
-            response.close()
-    finally:
+        response = client.send(built, stream=True)
+    except httpx.HTTPError:
         watchdog.stop()
+        if watchdog.fired:
+            raise DeadlineExceeded(f"no answer within {deadline:g} s") from None
+        raise
+    except BaseException:
+        watchdog.stop()
+        raise
+    network = response.extensions.get("network_stream")
+    if network is not None:  # a reused connection did not pass through trace
+        watchdog.adopt(network.get_extra_info("socket"))
+    return BoundedResponse(response, watchdog, max_bytes)
+
+
+@contextmanager
+def stream(client: httpx.Client, method: str, url: str, *, deadline: float, max_bytes: int,
+           **request: Any) -> Iterator[BoundedResponse]:
+    """``send`` as a context manager that closes the answer (see ``send``)."""
+    response = send(client, method, url, deadline=deadline, max_bytes=max_bytes, **request)
+    try:
+        yield response
+    finally:
+        response.close()
 
 
 @dataclass(frozen=True)

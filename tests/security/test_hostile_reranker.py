@@ -15,6 +15,7 @@ import pytest
 from tests.query.conftest import query_settings
 from tests.support import hostile_server as hs
 from tests.support.environ import environ_without_ai
+from tests.support.measured import PEAK_MIB
 from tests.support.repos import make_repo
 
 DEADLINE = 2.0
@@ -44,7 +45,7 @@ SHAPES = {
     "100k nested brackets": lambda: hs.deep_json(100_000),
     "trickle": lambda: trickled_last_first,
     "trickled headers": lambda: hs.trickle(b'{"results": []}', every=0.2, headers_too=True),
-    "300 MB body": lambda: hs.padded_results(300 << 20),
+    "300 MB body": lambda: hs.padded(300 << 20),
     "gzip bomb": lambda: hs.gzip_bomb(256 << 20),
     "truncated JSON": lambda: hs.answer(b'{"results": [{"index": 0, "relevance_score": 1.0'),
     "index 1e999": lambda: hs.answer(b'{"results": [{"index": 1e999, "relevance_score": 1}]}'),
@@ -94,11 +95,11 @@ def test_retriever_keeps_the_fused_order(indexed, shape, caplog):
     assert elapsed < DEADLINE + 8  # generous: the point is one deadline, not minutes
 
 
-PEAK = ("import resource, sys\n"
+PEAK = (PEAK_MIB +
+        "import sys\n"
         "from varaverk_tools.ai_query import main\n"
         "code = main(sys.argv[1:])\n"
-        "print('peak-rss-kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,"
-        " file=sys.stderr)\n"
+        "print('peak-mib', peak_mib(), file=sys.stderr)\n"
         "sys.exit(code)\n")
 
 
@@ -114,9 +115,9 @@ def _search(settings, rerank_url: str) -> tuple[subprocess.CompletedProcess, flo
     out = subprocess.run([sys.executable, "-c", PEAK, "--search", "--json", "-k", "3", QUERY],
                          capture_output=True, text=True, env=env, timeout=120)
     elapsed = time.monotonic() - started
-    peak = [int(line.split()[1]) for line in out.stderr.splitlines()
-            if line.startswith("peak-rss-kib")]
-    return out, elapsed, (peak[0] // 1024 if peak else -1)
+    peak = [float(line.split()[1]) for line in out.stderr.splitlines()
+            if line.startswith("peak-mib")]
+    return out, elapsed, (round(peak[0]) if peak else -1)
 
 
 def _paths(out: subprocess.CompletedProcess) -> list[tuple[str, str]]:

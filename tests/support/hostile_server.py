@@ -26,8 +26,10 @@ from typing import Callable
 
 Shape = Callable[[socket.socket, bytes], None]
 
-RESULTS = b'{"results": [{"index": 0, "relevance_score": 1.0}], "pad": "'
-PAD_END = b'"}'
+# A valid rerank answer (document 0 first), as a JSON object not yet closed: ``padded`` and
+# ``gzip_bomb`` add a long string to it.
+RESULTS = b'{"results": [{"index": 0, "relevance_score": 1.0}]'
+PAD_START, PAD_END = b', "pad": "', b'"}'
 
 
 def head(status: int = 200, content_type: str = "application/json",
@@ -69,11 +71,11 @@ def trickle(body: bytes, every: float = 0.5, headers_too: bool = False,
 
 
 def endless(prefix: bytes, piece: bytes, total: int, content_type: str = "application/json",
-            suffix: bytes = b"") -> Shape:
+            suffix: bytes = b"", status: int = 200) -> Shape:
     """``prefix``, then ``piece`` repeated to about ``total`` bytes, then ``suffix``; no
     Content-Length (the body ends when the connection closes), made as it is sent."""
     def shape(conn: socket.socket, _request: bytes) -> None:
-        conn.sendall(head(200, content_type) + prefix)
+        conn.sendall(head(status, content_type) + prefix)
         block = piece * max(1, (1 << 20) // len(piece))
         for _ in range(max(1, total // len(block))):
             conn.sendall(block)
@@ -81,25 +83,25 @@ def endless(prefix: bytes, piece: bytes, total: int, content_type: str = "applic
     return shape
 
 
-def padded_results(total: int) -> Shape:
-    """A valid rerank answer (document 0 first) padded with a string to ``total`` bytes."""
-    return endless(RESULTS, b"a", total, suffix=PAD_END)
+def padded(total: int, start: bytes = RESULTS) -> Shape:
+    """A valid JSON answer (``start``, an object left open) padded with a string to ``total``
+    bytes."""
+    return endless(start + PAD_START, b"a", total, suffix=PAD_END)
 
 
 @functools.cache
-def _bomb_body(decoded: int) -> bytes:
+def _bomb_body(decoded: int, start: bytes) -> bytes:
     packer = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip framing
     block = b"a" * (1 << 20)
-    parts = [packer.compress(RESULTS)]
+    parts = [packer.compress(start + PAD_START)]
     parts += [packer.compress(block) for _ in range(decoded // len(block))]
     return b"".join(parts) + packer.compress(PAD_END) + packer.flush()
 
 
-def gzip_bomb(decoded: int = 256 << 20) -> Shape:
-    """A gzip body of well under a megabyte that inflates to ``decoded`` bytes of a valid
-    rerank answer (``padded_results``)."""
-    body = _bomb_body(decoded)
-    return answer(body, Content_Encoding="gzip")
+def gzip_bomb(decoded: int = 256 << 20, start: bytes = RESULTS) -> Shape:
+    """A gzip body of well under a megabyte that inflates to ``decoded`` bytes: ``start``
+    padded as ``padded`` does (one line, valid JSON)."""
+    return answer(_bomb_body(decoded, start), Content_Encoding="gzip")
 
 
 def ndjson_lines(lines: list[bytes], then: Shape | None = None) -> Shape:
