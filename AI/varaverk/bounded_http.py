@@ -123,41 +123,54 @@ class _Watchdog:
             pass  # closed already: nothing left to wake
 
 
-def _inflater(encoding: str):
-    """A function inflating one raw piece of a body into pieces of at most PIECE bytes."""
-    if encoding in ("gzip", "x-gzip"):
-        state = {"d": zlib.decompressobj(16 + zlib.MAX_WBITS)}
-    else:  # deflate: zlib-wrapped as the RFC says, or raw as some servers send it
-        state = {"d": zlib.decompressobj(zlib.MAX_WBITS), "raw_ok": True}
+class _Inflater:
+    """Inflates a gzip or deflate body given piece by piece, at most PIECE bytes a step.
 
-    def inflate(data: bytes) -> Iterator[bytes]:
-        while True:
-            d = state["d"]
+    Bytes after the end of the compressed stream are dropped (as httpx does), and ``done``
+    tells the reader it need not read them at all. Raises httpx.DecodingError for a body that
+    does not inflate.
+    """
+
+    def __init__(self, encoding: str) -> None:
+        self.encoding = encoding
+        gzipped = encoding in ("gzip", "x-gzip")
+        self._d = zlib.decompressobj(16 + zlib.MAX_WBITS if gzipped else zlib.MAX_WBITS)
+        # deflate: zlib-wrapped as the RFC says, or raw as some servers send it
+        self._may_be_raw = not gzipped
+
+    @property
+    def done(self) -> bool:
+        """Whether the compressed stream has ended."""
+        return self._d.eof
+
+    def __call__(self, data: bytes) -> Iterator[bytes]:
+        while not self._d.eof:
             try:
-                out = d.decompress(data, PIECE)
+                out = self._d.decompress(data, PIECE)
             except zlib.error as exc:
-                if not state.pop("raw_ok", False):
-                    raise httpx.DecodingError(f"{encoding} body does not inflate: {exc}") from None
-                state["d"] = zlib.decompressobj(-zlib.MAX_WBITS)
+                if not self._may_be_raw:
+                    raise httpx.DecodingError(f"{self.encoding} body does not inflate: "
+                                              f"{exc}") from None
+                self._d, self._may_be_raw = zlib.decompressobj(-zlib.MAX_WBITS), False
                 continue
-            state.pop("raw_ok", None)
-            data = d.unconsumed_tail
+            self._may_be_raw = False
+            data = self._d.unconsumed_tail
             if out:
                 yield out
-            if d.eof or (not data and len(out) < PIECE):
+            if not data and len(out) < PIECE:
                 return
-    return inflate
 
 
-def _inflaters(header: str | None):
-    """The inflater for a ``Content-Encoding`` value; None for identity."""
+def _inflater_for(header: str | None) -> _Inflater | None:
+    """The inflater for a ``Content-Encoding`` value; None for identity. Raises
+    UnsupportedEncoding for any other coding and for codings applied one over another."""
     codings = [c.strip().lower() for c in (header or "").split(",")]
     codings = [c for c in codings if c and c != "identity"]
     if not codings:
         return None
     if len(codings) > 1 or codings[0] not in ("gzip", "x-gzip", "deflate"):
         raise UnsupportedEncoding(f"content encoding {header!r} (only {ACCEPT_ENCODING} asked)")
-    return _inflater(codings[0])
+    return _Inflater(codings[0])
 
 
 class BoundedResponse:
@@ -202,7 +215,7 @@ class BoundedResponse:
         Raises DeadlineExceeded, BodyTooLarge past ``max_bytes``, UnsupportedEncoding, or
         httpx.HTTPError (a broken stream, a silence past the read timeout, a bad gzip body).
         """
-        inflate = _inflaters(self.headers.get("content-encoding"))
+        inflate = _inflater_for(self.headers.get("content-encoding"))
         for data in self._raw():
             for piece in (inflate(data) if inflate else (data,)):
                 self._decoded += len(piece)
@@ -211,6 +224,8 @@ class BoundedResponse:
                 if self._watchdog.fired:
                     raise self._deadline()
                 yield piece
+            if inflate is not None and inflate.done:
+                return  # what follows the compressed stream is not the body
 
     def read(self) -> bytes:
         """The whole decoded body (see ``iter_bytes`` for the errors)."""

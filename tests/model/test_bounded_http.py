@@ -134,3 +134,19 @@ def test_loads_refuses_what_json_would_crash_on_or_let_through(text, message):
 def test_loads_keeps_what_json_reads():
     data = {"a": [1, 2.5, -0.0, None, True, "ü"], "b": {"c": 1e300}}
     assert bounded_http.loads(json.dumps(data).encode()) == data
+
+
+def test_junk_after_a_gzip_body_is_dropped_unkept():
+    """A small gzip body followed by endless junk: the body is read, the junk never held
+    (zlib keeps bytes after the end of its stream unless it is no longer fed)."""
+    from tests.support.measured import run_measured
+    shape = hs.endless(gzip.compress(b'{"ok": 1}'), b"junk", 300 << 20, Content_Encoding="gzip")
+    with hs.HostileServer({"/x": shape}) as server:
+        result = run_measured(
+            "import httpx\nfrom varaverk import bounded_http\n"
+            "with httpx.Client() as client:\n"
+            f"    answer = bounded_http.fetch(client, 'GET', {server.base_url + '/x'!r},\n"
+            "                                deadline=30, max_bytes=100)\n"
+            "result['content'] = answer.content.decode()\n")
+    assert result.get("content") == '{"ok": 1}', result
+    assert result["peak_mib"] < 160, result

@@ -71,11 +71,11 @@ def trickle(body: bytes, every: float = 0.5, headers_too: bool = False,
 
 
 def endless(prefix: bytes, piece: bytes, total: int, content_type: str = "application/json",
-            suffix: bytes = b"", status: int = 200) -> Shape:
+            suffix: bytes = b"", status: int = 200, **extra: str) -> Shape:
     """``prefix``, then ``piece`` repeated to about ``total`` bytes, then ``suffix``; no
     Content-Length (the body ends when the connection closes), made as it is sent."""
     def shape(conn: socket.socket, _request: bytes) -> None:
-        conn.sendall(head(status, content_type) + prefix)
+        conn.sendall(head(status, content_type, **extra) + prefix)
         block = piece * max(1, (1 << 20) // len(piece))
         for _ in range(max(1, total // len(block))):
             conn.sendall(block)
