@@ -23,6 +23,11 @@ Backends:
              decoded as little-endian float32; ``Authorization: Bearer AI_OPENAI_API_KEY`` when the key is set
              (never logged, never in ``repr``).
 
+Remote answers are read within bounds (``varaverk.bounded_http``): each request (connect, send,
+answer) within AI_HTTP_TIMEOUT in all, the decoded answer within ``answer_limit`` bytes (a gzip
+bomb stops there), its JSON strict and its nesting checked. A hostile or broken server therefore
+costs the items of that request, like any failed request, never a hang or the memory.
+
 Remote backends cannot count tokens exactly without the server's tokenizer, so ``count_tokens``
 assumes about 1 character per token (dense text such as YAML or ``=====`` banners really does
 tokenize that way) and ``max_tokens`` is the model's context where we know it (see
@@ -35,7 +40,6 @@ from __future__ import annotations
 import base64
 import binascii
 import importlib.util
-import json
 import logging
 import os
 import re
@@ -48,7 +52,7 @@ from typing import Any, Sequence
 import httpx
 import numpy as np
 
-from varaverk import exitcodes
+from varaverk import bounded_http, exitcodes
 from varaverk.config import LOCAL_MODEL, ConfigError, Settings, check_embed_model
 from varaverk.errors import VaraverkError
 from varaverk.modelservers import ModelServerUnavailable, forget, pick_ollama_host
@@ -65,6 +69,10 @@ REMOTE_CONTEXT = {
     "snowflake-arctic-embed": 512, "bge-large": 512, "bge-m3": 2048,
     "granite-embedding": 512, "paraphrase-multilingual": 128,
 }
+# The most an answer may hold, decoded: ANSWER_BASE_BYTES plus ANSWER_ITEM_BYTES per input.
+# One vector of 8,192 dimensions written as JSON numbers takes under 200 KB.
+ANSWER_BASE_BYTES = 1024 * 1024
+ANSWER_ITEM_BYTES = 256 * 1024
 TOO_LONG = re.compile(r"exceeds? the context length|input length exceeds|too (long|large)|"
                       r"maximum context length|context length|too many tokens", re.I)
 
@@ -121,13 +129,15 @@ class _Refused(EmbeddingError):
         self.server_message = server_message
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"non-finite number {name} in the server's answer")
-
-
 def _strict_json(data: bytes) -> Any:
-    """Parse JSON refusing NaN/Infinity (Python's json accepts them by default)."""
-    return json.loads(data, parse_constant=_reject_constant)
+    """Parse JSON refusing NaN/Infinity (Python's json accepts them by default), numbers out
+    of a float's range and nesting too deep to parse; raises ValueError for each."""
+    return bounded_http.loads(data)
+
+
+def answer_limit(items: int) -> int:
+    """The decoded bytes an answer for ``items`` inputs may hold."""
+    return ANSWER_BASE_BYTES + max(1, items) * ANSWER_ITEM_BYTES
 
 
 class Embedder:
@@ -364,12 +374,13 @@ class LocalEmbedder(Embedder):
 
 # -- remote --------------------------------------------------------------------------------------
 
-def _error_text(response: httpx.Response) -> str:
+def _error_text(answer: bounded_http.Answer) -> str:
     """The server's error message: Ollama ``{"error": str}``, OpenAI ``{"error": {"message"}}``."""
     try:
-        body = response.json()
+        body = bounded_http.loads(answer.content)
     except ValueError:
-        return response.text.strip()[:300] or response.reason_phrase
+        text = answer.content[:1000].decode("utf-8", "replace").strip()[:300]
+        return text or httpx.codes.get_reason_phrase(answer.status_code)
     error = body.get("error") if isinstance(body, dict) else None
     if isinstance(error, dict):
         error = error.get("message")
@@ -383,23 +394,30 @@ def _remote_context(model: str, default: int) -> int:
 class _RemoteEmbedder(Embedder):
     def __init__(self, model: str, max_tokens: int, batch_size: int, timeout: float) -> None:
         super().__init__(model, max_tokens, batch_size)
+        self._seconds = timeout  # for a whole request
         self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)))
 
     def close(self) -> None:
         self._client.close()
 
-    def _post(self, url: str, payload: dict, headers: dict | None = None) -> Any:
-        """POST JSON; returns the strictly parsed body of a 200 answer.
+    def _post(self, url: str, payload: dict, headers: dict | None = None,
+              items: int = 1) -> Any:
+        """POST JSON for ``items`` inputs; returns the strictly parsed body of a 200 answer.
 
-        Raises EmbeddingUnavailable when the server cannot be reached, _Refused (an EmbeddingError)
-        for 401/403/404, _ItemsFailed for another HTTP error (``too_long`` when the message says the input exceeds the context) or a body that
-        is not strict JSON.
+        Raises EmbeddingUnavailable when the server cannot be reached, _Refused (an
+        EmbeddingError) for 401/403/404, _ItemsFailed for another HTTP error (``too_long`` when
+        the message says the input exceeds the context), an answer not complete within the
+        timeout or larger than ``answer_limit(items)``, or a body that is not strict JSON.
         """
         try:
-            response = self._client.post(url, json=payload, headers=headers)
+            response = bounded_http.fetch(self._client, "POST", url, deadline=self._seconds,
+                                          max_bytes=answer_limit(items), json=payload,
+                                          headers=headers)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise EmbeddingUnavailable(f"{self.backend} embedding server {url} unreachable: {exc}") \
                 from None
+        except bounded_http.BoundedReadError as exc:
+            raise _ItemsFailed(f"{url}: {exc}") from None
         except httpx.HTTPError as exc:
             raise _ItemsFailed(f"{url}: {type(exc).__name__}: {exc}") from None
         if response.status_code != 200:
@@ -446,7 +464,7 @@ class OllamaEmbedder(_RemoteEmbedder):
             try:
                 body = self._post(host + "/api/embed", {
                     "model": self.model, "input": texts, "truncate": False,
-                    "options": {"num_ctx": self.max_tokens}})
+                    "options": {"num_ctx": self.max_tokens}}, items=len(texts))
             except _Refused as exc:
                 if exc.status != 404 or "model" in exc.server_message:
                     raise  # a missing model is a configuration error, not an old server
@@ -486,7 +504,7 @@ class OpenAIEmbedder(_RemoteEmbedder):
         url = self.base_url + "/embeddings"
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else None
         body = self._post(url, {"model": self.model, "input": texts,
-                                "encoding_format": "float"}, headers)
+                                "encoding_format": "float"}, headers, items=len(texts))
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
             raise _ItemsFailed(f"{url} answered without 'data'")

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import httpx
 
-from varaverk import exitcodes
+from varaverk import bounded_http, exitcodes
 from varaverk.errors import VaraverkError
 
 HEALTH_TIMEOUT = 2.0   # seconds per host for the /api/tags probe
@@ -45,17 +45,23 @@ def normalise_host(host: str) -> str:
 
 
 def _probe(client: httpx.Client, host: str, timeout: float) -> str | None:
-    """None when ``host`` answers ``GET /api/tags`` with 200, else the reason it is not healthy."""
+    """None when ``host`` answers ``GET /api/tags`` with 200, else the reason it is not healthy.
+
+    Only the status is read, within ``timeout`` seconds in all (``varaverk.bounded_http``):
+    the body is never read, so neither a trickle nor an endless body can hold the choice.
+    """
     try:
-        response = client.get(host + "/api/tags", timeout=timeout)
+        with bounded_http.stream(client, "GET", host + "/api/tags", deadline=timeout,
+                                 max_bytes=0) as response:
+            status = response.status_code
     except httpx.ConnectError as exc:
         return f"cannot connect ({exc})"
-    except httpx.TimeoutException:
+    except (httpx.TimeoutException, bounded_http.DeadlineExceeded):
         return f"no answer within {timeout:g} s"
     except httpx.HTTPError as exc:
         return f"{type(exc).__name__}: {exc}"
-    if response.status_code != 200:
-        return f"HTTP {response.status_code} from /api/tags"
+    if status != 200:
+        return f"HTTP {status} from /api/tags"
     return None
 
 

@@ -114,18 +114,16 @@ import argparse
 import json
 import logging
 import os
-import socket
 import stat
 import sys
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import filelock
 import httpx
 
+from varaverk import bounded_http, exitcodes
 from varaverk import cli
-from varaverk import exitcodes
 from varaverk.atomic_files import write_atomic
 from varaverk.cli import HelpFormatter
 from varaverk.config import ConfigError, Settings, add_config_option, load_settings
@@ -220,54 +218,25 @@ def validate_ledger(data: bytes, content_type: str, slot: str) -> list[str]:
     return problems
 
 
-def _read_answer(client: httpx.Client, url: str, headers: dict[str, str], state: dict
-                 ) -> tuple[int, httpx.Headers, bytes]:
-    with client.stream("GET", url, headers=headers) as response:
-        stream = response.extensions.get("network_stream")
-        state["socket"] = stream.get_extra_info("socket") if stream is not None else None
-        chunks, size = [], 0
-        for chunk in response.iter_bytes():
-            if state.get("abandoned"):
-                raise PullTimeout("abandoned")
-            size += len(chunk)
-            if size > MAX_LEDGER_BYTES:
-                raise InvalidLedger(f"answer larger than {MAX_LEDGER_BYTES} bytes")
-            chunks.append(chunk)
-        return response.status_code, response.headers, b"".join(chunks)
-
-
 def _fetch(client: httpx.Client, url: str, headers: dict[str, str], deadline: float
            ) -> tuple[int, httpx.Headers, bytes]:
-    """GET ``url``; returns status, headers and body, read in pieces and capped at 64 MiB.
+    """GET ``url``; returns status, headers and body, capped at 64 MiB once decoded.
 
-    The whole pull (connect, headers, body) must end within ``deadline`` seconds: httpx's
-    timeouts bound each read, so a partner sending one byte a second would otherwise hold
-    the run (and its lock) for as long as it likes. The pull runs in a daemon thread; past
-    the deadline its socket is shut down and PullTimeout is raised.
+    The whole pull (connect, headers, body) must end within ``deadline`` seconds, not each
+    read: a partner sending one byte a second would otherwise hold the run (and its lock) for
+    as long as it likes (``varaverk.bounded_http``). Raises PullTimeout past the deadline,
+    InvalidLedger for a body too large or in an encoding we did not ask for, and
+    httpx.HTTPError when the partner cannot be reached.
     """
-    state: dict = {}
-
-    def pull() -> None:
-        try:
-            state["answer"] = _read_answer(client, url, headers, state)
-        except BaseException as exc:  # handed to the caller below
-            state["error"] = exc
-
-    worker = threading.Thread(target=pull, name=f"pull {url}", daemon=True)
-    worker.start()
-    worker.join(deadline)
-    if worker.is_alive():
-        state["abandoned"] = True
-        sock = state.get("socket")
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked read
-            except OSError:
-                pass
-        raise PullTimeout(f"no complete answer within {deadline:g} s (AI_HTTP_TIMEOUT)")
-    if "error" in state:
-        raise state["error"]
-    return state["answer"]
+    try:
+        answer = bounded_http.fetch(client, "GET", url, deadline=deadline,
+                                    max_bytes=MAX_LEDGER_BYTES, headers=headers)
+    except bounded_http.DeadlineExceeded:
+        raise PullTimeout(f"no complete answer within {deadline:g} s (AI_HTTP_TIMEOUT)") \
+            from None
+    except bounded_http.BoundedReadError as exc:
+        raise InvalidLedger(str(exc)) from None
+    return answer.status_code, answer.headers, answer.content
 
 
 def pull_deadline(settings: Settings) -> float:

@@ -14,6 +14,7 @@ from typing import Iterator
 
 import httpx
 
+from varaverk import bounded_http
 from varaverk.answering.generation.events import (TRUNCATING_REASONS, Completion,
                                                   GenerationError, GenerationUnavailable,
                                                   StreamEvent)
@@ -98,7 +99,7 @@ class OllamaChatClient(ChatClient):
             finally:
                 response.close()
 
-    def _read(self, response: httpx.Response, host: str, started: float,
+    def _read(self, response: bounded_http.BoundedResponse, host: str, started: float,
               messages: list[dict[str, str]] = (), num_ctx: int | None = None
               ) -> Iterator[StreamEvent]:
         url = host + "/api/chat"

@@ -11,6 +11,7 @@ from typing import Any, Iterator
 
 import httpx
 
+from varaverk import bounded_http
 from varaverk.answering.generation.events import (TRUNCATING_REASONS, Completion,
                                                   GenerationError, StreamEvent)
 from varaverk.answering.generation.streaming import ChatClient, int_or_none, parse_json_line
@@ -63,24 +64,31 @@ class OpenAIChatClient(ChatClient):
             finally:
                 response.close()
 
-    def _events(self, response: httpx.Response, url: str) -> Iterator[str]:
-        """The data of each server-sent event (multi-line data joined with newlines)."""
+    def _events(self, response: bounded_http.BoundedResponse, url: str) -> Iterator[str]:
+        """The data of each server-sent event (multi-line data joined with newlines); raises
+        GenerationError for an event longer than ``max_line_bytes``."""
         data: list[str] = []
+        size = 0
         for line in self._lines(response, url):
             if not line:
                 if data:
                     yield "\n".join(data)
-                    data = []
+                    data, size = [], 0
                 continue
             if line.startswith(":"):
                 continue  # an SSE comment (keep-alive)
             name, _, value = line.partition(":")
             if name == "data":
                 data.append(value[1:] if value.startswith(" ") else value)
+                size += len(value) + 1
+                if size > self.max_line_bytes:
+                    raise GenerationError(f"{url}: the model server sent an event longer than "
+                                          f"{self.max_line_bytes} characters")
         if data:
             yield "\n".join(data)
 
-    def _read(self, response: httpx.Response, url: str, started: float) -> Iterator[StreamEvent]:
+    def _read(self, response: bounded_http.BoundedResponse, url: str, started: float
+              ) -> Iterator[StreamEvent]:
         """The stream's events: each data object read for metadata and its choices' deltas,
         then the Completion finished. Raises GenerationError for an HTTP error, an error event
         or a stream that ends before its final event."""
