@@ -63,6 +63,8 @@ def test_trailing_annotations_are_cut_from_value_lines_and_nothing_else():
     assert strip_trailing_annotation("color: '#fff'  # the accent") == \
         "color: '#fff'  # the accent"
     assert strip_trailing_annotation("x = 1  # noqa: E501") == "x = 1"
+    whole = "    # renovate: datasource=docker depName=nginx"
+    assert strip_trailing_annotation(whole) == whole
 
 
 HELM_VALUES = """\

@@ -107,7 +107,8 @@ def strip_trailing_annotation(line: str) -> str:
         return line
     match = _TRAILING.search(line)
     while match is not None:
-        if is_annotation(match.group("body")):
+        # A whole-line comment is judged by ``annotation_lines``, not cut to a blank line.
+        if line[:match.start()].strip() and is_annotation(match.group("body")):
             return line[:match.start()]
         match = _TRAILING.search(line, match.start() + 1)
     return line
