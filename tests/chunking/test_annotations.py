@@ -145,3 +145,10 @@ def test_markdown_tool_markers_are_not_text():
     assert "markdownlint" not in chunk.text and "toc" not in chunk.text
     assert "share the media volume" in chunk.text
     assert "a note for editors" in chunk.text
+
+
+def test_a_toc_marker_after_a_heading_is_not_part_of_its_title():
+    text = "# Lab\n\n## Networking <!-- omit in toc -->\n\nVLAN 20 holds the cameras.\n"
+    found = chunks("README.md", "doc", text)
+    assert [c.title for c in found] == ["Networking"]
+    assert "omit" not in found[0].context and "omit" not in found[0].text

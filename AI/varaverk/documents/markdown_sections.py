@@ -147,8 +147,16 @@ def _outline(tokens, lines: list[str]) -> Outline:
         elif tok.type == "heading_open" and tok.level == 0:
             inline = tokens[i + 1]
             out.headings.append((int(tok.tag[1:]), tok.map[0], tok.map[1],
-                                 inline.content.strip()))
+                                 _INLINE_COMMENT.sub(_inline_comment, inline.content).strip()))
     return out
+
+
+_INLINE_COMMENT = re.compile(r"\s*<!--(?P<body>.*?)-->")
+
+
+def _inline_comment(match: re.Match) -> str:
+    """An HTML comment in a heading (``## X <!-- omit in toc -->``): gone when for a tool."""
+    return "" if is_markdown_marker(match.group("body")) else match.group(0)
 
 
 def _tool_comment(line: str) -> bool:
