@@ -68,7 +68,7 @@ def test_trailing_annotations_are_cut_from_value_lines_and_nothing_else():
 
 
 HELM_VALUES = """\
-# yaml-language-server: $schema=https://raw.githubusercontent.com/bjw-s/helm-charts/values.schema.json
+# yaml-language-server: $schema=https://example.invalid/app-template/values.schema.json
 controllers:
   sonarr:
     containers:
