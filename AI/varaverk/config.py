@@ -124,11 +124,15 @@ def check_embed_model(backend: str, model: str) -> None:
                           f"or leave AI_EMBED_MODEL empty)")
 
 
-# The default AI_GLOBS_SKIP: changelogs and licences, in the spellings projects use.
+# The default AI_GLOBS_SKIP: changelogs and licences, in the spellings projects use, and the
+# boilerplate that travels with them (code of conduct, issue and pull-request forms).
 SKIP_GLOBS = ("**/CHANGELOG*", "**/Changelog*", "**/ChangeLog*", "**/changelog*", "**/CHANGES",
               "**/CHANGES.*", "**/HISTORY*", "**/History.*", "**/NEWS", "**/NEWS.*",
               "**/RELEASE_NOTES*", "**/RELEASE-NOTES*", "**/RELEASES.*", "**/LICENSE*",
-              "**/LICENCE*", "**/License.*", "**/license.*", "**/COPYING*", "**/NOTICE*")
+              "**/LICENCE*", "**/License.*", "**/license.*", "**/COPYING*", "**/NOTICE*",
+              "**/CODE_OF_CONDUCT*", "**/ISSUE_TEMPLATE*", "**/ISSUE_TEMPLATE/**",
+              "**/PULL_REQUEST_TEMPLATE*", "**/PULL_REQUEST_TEMPLATE/**",
+              "**/pull_request_template*")
 
 
 @dataclass(frozen=True)

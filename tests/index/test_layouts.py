@@ -29,6 +29,10 @@ FILES = {
     "LICENSE.md": "# MIT License\n",
     "COPYING": "GPL\n",
     "NOTICE.txt": "Notice\n",
+    "CODE_OF_CONDUCT.md": "# Code of conduct\n",
+    ".github/PULL_REQUEST_TEMPLATE.md": "## Checklist\n",
+    ".github/ISSUE_TEMPLATE/bug.md": "## Steps\n",
+    ".github/CONTRIBUTING.md": "# Contributing\nRun make test.\n",
     "Configurations/notes.md": "# real configuration, never read\n",
     "app/.env": "PASSWORD=x\n",
     "src/main.go": "package main\n",
@@ -54,11 +58,13 @@ def test_every_markdown_and_rst_file_is_documentation_by_default(tmp_path):
     assert found["src/main.go"] == ""
 
 
-def test_changelogs_and_licences_are_left_out(tmp_path):
+def test_changelogs_licences_and_forms_are_left_out(tmp_path):
     found = kinds(tmp_path)
+    assert found[".github/CONTRIBUTING.md"] == "doc"  # how to work on the repository: a doc
     for path in ("CHANGELOG.md", "docs/changelog.md", "charts/app/CHANGELOG.md", "HISTORY.rst",
                  "NEWS.md", "RELEASE_NOTES.md", "LICENSE", "LICENSE.md", "COPYING",
-                 "NOTICE.txt"):
+                 "NOTICE.txt", "CODE_OF_CONDUCT.md", ".github/PULL_REQUEST_TEMPLATE.md",
+                 ".github/ISSUE_TEMPLATE/bug.md"):
         assert found[path] == "", path
 
 
