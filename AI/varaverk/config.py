@@ -124,6 +124,17 @@ def check_embed_model(backend: str, model: str) -> None:
                           f"or leave AI_EMBED_MODEL empty)")
 
 
+# The default AI_GLOBS_SKIP: changelogs and licences, in the spellings projects use, and the
+# boilerplate that travels with them (code of conduct, issue and pull-request forms).
+SKIP_GLOBS = ("**/CHANGELOG*", "**/Changelog*", "**/ChangeLog*", "**/changelog*", "**/CHANGES",
+              "**/CHANGES.*", "**/HISTORY*", "**/History.*", "**/NEWS", "**/NEWS.*",
+              "**/RELEASE_NOTES*", "**/RELEASE-NOTES*", "**/RELEASES.*", "**/LICENSE*",
+              "**/LICENCE*", "**/License.*", "**/license.*", "**/COPYING*", "**/NOTICE*",
+              "**/CODE_OF_CONDUCT*", "**/ISSUE_TEMPLATE*", "**/ISSUE_TEMPLATE/**",
+              "**/PULL_REQUEST_TEMPLATE*", "**/PULL_REQUEST_TEMPLATE/**",
+              "**/pull_request_template*")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every AI_* setting, typed. Field names are the conf keys in lower case.
@@ -190,10 +201,13 @@ class Settings:
                                           "**/*.yml", "**/*.yaml")
     # Never documentation, whatever the kind globs say: real configuration tracked by mistake.
     ai_globs_exclude: tuple[str, ...] = ("Configurations/**", "**/.env")
-    ai_globs_doc: tuple[str, ...] = ("README.md", "Manual.md", "Notes_*.md", "**/README.md",
-                                     "docs/**/*.md", "docs/**/*.mdx", "doc/**/*.md",
-                                     "README.rst", "**/README.rst", "docs/**/*.rst",
+    # Every Markdown and reStructuredText file: docs live wherever the repository keeps them.
+    ai_globs_doc: tuple[str, ...] = ("**/*.md", "**/*.mdx", "**/*.markdown", "**/*.rst",
                                      "**/*.ronn")
+    # Left out whatever the kind globs say, unlike AI_GLOBS_EXCLUDE a matter of noise, not
+    # secrets: changelogs (version-by-version history sharing every feature's words) and
+    # licences (legal boilerplate). Empty it to index them.
+    ai_globs_skip: tuple[str, ...] = SKIP_GLOBS
     # Extra sources beside the repository: space-separated NAME=TYPE:PATH (named_sources).
     ai_sources: tuple[str, ...] = ()
     # Run evidence (troubleshoot): the jobs whose last runs are reported, and their status files.

@@ -5,10 +5,11 @@
 # PURPOSE
 #   ai-index turns the documentation a git repository tracks into the index that ai-query and
 #   the dock search: script headers split into their six sections and named paragraphs,
-#   README-*.md and Manual-*.md by heading, Deployment/*.template by group and key, and the
-#   top-level README.md, Manual.md and Notes_*.md design notes. Each chunk is embedded and
-#   stored with its vector in one SQLite file under AI_DATA_DIR, so a question can be answered
-#   from the repository's own words, with the place each answer came from.
+#   README-*.md, Manual-*.md and every other Markdown and reStructuredText file by heading
+#   (changelogs and licences left out), commented configuration by group and key. Each
+#   chunk is embedded and stored with its vector in one SQLite file under AI_DATA_DIR, so a
+#   question can be answered from the repository's own words, with the place each answer came
+#   from.
 #
 # OPERATIONAL MODEL
 #   The run lists the repository with git ls-files -z -s, classifies every path by the
@@ -135,8 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ai-index", formatter_class=HelpFormatter, epilog=EPILOG,
         description="Index the tracked documentation of a git repository for ai-query and the "
-                    "dock: script headers, README-*.md, Manual-*.md, Deployment templates and "
-                    "top-level docs, embedded into one SQLite file under AI_DATA_DIR.")
+                    "dock: script headers, commented configuration and every Markdown and "
+                    "reStructuredText file, embedded into one SQLite file under AI_DATA_DIR.")
     add_config_option(parser)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--force", action="store_true", help="rebuild the whole index")

@@ -136,14 +136,26 @@ def test_header_without_sections_is_one_comment_chunk():
     "",
     "#!/bin/sh\n",
     "#!/bin/sh\necho hi\n",
-    "#!/bin/sh\n# one line\necho hi\n",
-    "#!/bin/sh\n# one line\n#\n# two lines\necho hi\n",
     "echo first\n# PURPOSE\n#   Too late: not the first comment block.\n",
-    '#!/usr/bin/env python3\n"""Short docstring."""\n',
-], ids=["empty", "shebang-only", "no-comment", "one-line", "two-lines", "late-block",
-        "short-docstring"])
-def test_trivial_or_missing_header_gives_nothing(text):
+    "#!/bin/sh\n# shellcheck shell=sh\n# -*- coding: utf-8 -*-\necho hi\n",
+], ids=["empty", "shebang-only", "no-comment", "late-block", "annotations-only"])
+def test_missing_header_gives_nothing(text):
     assert chunks_of("s.sh" if "python" not in text else "s.py", text) == []
+
+
+@pytest.mark.parametrize("path, text, expected, lines", [
+    ("s.sh", "#!/bin/sh\n# Backup photos to the NAS\nrsync -a /p nas:/p\n",
+     "Backup photos to the NAS", (2, 2)),
+    ("s.sh", "#!/bin/sh\n# one line\n#\n# two lines\necho hi\n", "one line\n\ntwo lines",
+     (2, 4)),
+    ("s.py", '#!/usr/bin/env python3\n"""Short docstring."""\nimport os\n', "Short docstring.",
+     (2, 2)),
+], ids=["one-line", "two-lines", "short-docstring"])
+def test_a_leading_comment_of_any_length_is_the_header(path, text, expected, lines):
+    (chunk,) = chunks_of(path, text)
+    assert (chunk.title, chunk.text, (chunk.start_line, chunk.end_line)) == (
+        COMMENT_TITLE, expected, lines)
+    assert "rsync" not in chunk.text and "import" not in chunk.text
 
 
 def test_title_must_be_a_short_label():

@@ -108,13 +108,16 @@ done
 
 def test_banner_sections_hold_comments_and_documented_assignments_only():
     chunks = chunks_of("purge.sh", BANNERS_SH)
-    assert [c.title for c in chunks] == ["define your domain", "database function", "clean up"]
-    domain, function, clean = chunks
+    assert [c.title for c in chunks] == ["header comment", "define your domain",
+                                         "database function", "clean up"]
+    lead, domain, function, clean = chunks
+    # a one-line leading comment is the header: it says what the script does
+    assert lead.text == "Purges old room history through the admin API."
     assert domain.text == "the domain of your homeserver:\nDOMAIN=example.org"
     assert (domain.start_line, domain.end_line) == (8, 9)
     assert function.text == ('for sqlite3:\nsqlite3 homeserver.db "pragma busy_timeout=20000;$1"')
     assert clean.text == "vacuum afterwards to free the space\nthe next room"
-    # one-line leading comment: too trivial for a header chunk; code never appears
+    # code never appears
     assert not any("psql" in c.text or "API_URL" in c.text or "ROOM=" in c.text for c in chunks)
 
 

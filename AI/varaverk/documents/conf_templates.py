@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 
+from varaverk.documents.annotations import annotation_lines, strip_trailing_annotation
 from varaverk.documents.chunks import Draft
 from varaverk.documents.markdown_sections import yaml_key_paths as _yaml_key_paths
 
@@ -59,12 +60,15 @@ def template_drafts(path: str, text: str) -> list[Draft]:
             ``.template`` suffix selects the YAML rules.
         text: the decoded, newline-normalised file.
     """
-    lines = text.split("\n")
-    if not any(_comment_body(line) is not None for line in lines):
+    lines = [strip_trailing_annotation(line) for line in text.split("\n")]
+    # Machine annotations (``varaverk.documents.annotations``) are no comment: skipped as if
+    # absent, so a key under nothing but ``# renovate: ...`` is documented by nothing.
+    skip = annotation_lines(lines)
+    if not any(_comment_body(line) is not None for n, line in enumerate(lines) if n not in skip):
         return []  # no comment, no documentation: values alone are left out
     if _is_yaml(path):
-        return _yaml_drafts(lines)
-    return _env_drafts(lines)
+        return _yaml_drafts(lines, skip)
+    return _env_drafts(lines, skip)
 
 
 def _is_yaml(path: str) -> bool:
@@ -146,7 +150,7 @@ def _key_end(lines: list[str], i: int, commented: bool) -> int:
     return i
 
 
-def _env_drafts(lines: list[str]) -> list[Draft]:
+def _env_drafts(lines: list[str], skip: set[int]) -> list[Draft]:
     drafts: list[Draft] = []
     group = ""
     pending: list[tuple[int, str]] = []  # comment lines not yet claimed by a key
@@ -162,6 +166,9 @@ def _env_drafts(lines: list[str]) -> list[Draft]:
     i = 0
     while i < len(lines):
         line = lines[i]
+        if i in skip:
+            i += 1
+            continue
         banner = _banner_name(lines, i)
         if banner:
             flush()
@@ -188,7 +195,7 @@ def _env_drafts(lines: list[str]) -> list[Draft]:
     return drafts
 
 
-def _yaml_drafts(lines: list[str]) -> list[Draft]:
+def _yaml_drafts(lines: list[str], skip: set[int]) -> list[Draft]:
     drafts: list[Draft] = []
     group = ""
     comments: list[tuple[int, str]] = []
@@ -208,6 +215,8 @@ def _yaml_drafts(lines: list[str]) -> list[Draft]:
         comments = []
 
     for i, line in enumerate(lines):
+        if i in skip:
+            continue
         banner = _banner_name(lines, i) if not line.startswith((" ", "\t")) else None
         if banner and banner[1] == 1:
             flush_block()

@@ -5,7 +5,8 @@ Headings are whatever the CommonMark parser says they are: ATX (``## X``) and se
 fenced (```` ``` ````, ``~~~``) or indented code block, nor a heading quoted inside a
 block quote or list. A paragraph made only of MDX ``import X from "..."`` lines (Docusaurus
 pages) is site-generator code and is left out, as are lines of an HTML block that hold one bare
-tag and no words (``<TabItem value="yaml">``, ``</ConfigTabs>``). YAML front matter is parsed
+tag and no words (``<TabItem value="yaml">``, ``</ConfigTabs>``) or one HTML comment for a tool
+(``<!-- markdownlint-disable -->``, ``<!-- toc -->``). YAML front matter is parsed
 (mdit-py-plugins' front_matter plugin, then PyYAML) into ``meta``; it is never chunk text and
 never a setext underline.
 
@@ -40,6 +41,7 @@ import yaml
 from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
+from varaverk.documents.annotations import is_markdown_marker
 from varaverk.documents.chunks import HEADING_JOIN, Draft
 
 _YAML_INFOS = {"yaml", "yml"}
@@ -47,6 +49,9 @@ _YAML_INFOS = {"yaml", "yml"}
 # ``<Dropdown models={x} />``): layout for the site generator, no words for a reader.
 _BARE_TAG = re.compile(r"""^\s*</?[A-Za-z][\w.:-]*"""
                        r"""(\s+[\w:.-]+(=("[^"]*"|'[^']*'|\{[^}]*\}|[^\s>]+))?)*\s*/?>\s*$""")
+# A line that is one HTML comment; when its text is for a tool (``<!-- markdownlint-disable -->``,
+# ``<!-- toc -->``) it is left out (``varaverk.documents.annotations``).
+_HTML_COMMENT = re.compile(r"^\s*<!--(?P<body>.*?)-->\s*$")
 # MDX module imports (Docusaurus pages): code for the site generator, not documentation.
 _MDX_IMPORT = re.compile(r"""^import\s+[\w{}\s,*]+\s+from\s+["'][^"']+["'];?\s*$""")
 _YAML_KEY = re.compile(r"^(?P<indent>\s*)(?:-\s+)?"
@@ -134,15 +139,30 @@ def _outline(tokens, lines: list[str]) -> Outline:
                 and all(_MDX_IMPORT.match(lines[n]) for n in range(*tok.map)):
             out.skipped.update(range(tok.map[0], tok.map[1]))
         elif tok.type == "html_block" and tok.level == 0:
-            out.skipped.update(n for n in range(*tok.map) if _BARE_TAG.match(lines[n]))
+            out.skipped.update(n for n in range(*tok.map)
+                               if _BARE_TAG.match(lines[n]) or _tool_comment(lines[n]))
         elif tok.type == "front_matter":
             out.meta = parse_front_matter(tok.content)
             out.body_start = tok.map[1]
         elif tok.type == "heading_open" and tok.level == 0:
             inline = tokens[i + 1]
             out.headings.append((int(tok.tag[1:]), tok.map[0], tok.map[1],
-                                 inline.content.strip()))
+                                 _INLINE_COMMENT.sub(_inline_comment, inline.content).strip()))
     return out
+
+
+_INLINE_COMMENT = re.compile(r"\s*<!--(?P<body>.*?)-->")
+
+
+def _inline_comment(match: re.Match) -> str:
+    """An HTML comment in a heading (``## X <!-- omit in toc -->``): gone when for a tool."""
+    return "" if is_markdown_marker(match.group("body")) else match.group(0)
+
+
+def _tool_comment(line: str) -> bool:
+    """Whether a line is one HTML comment written for a tool."""
+    match = _HTML_COMMENT.match(line)
+    return bool(match and is_markdown_marker(match.group("body")))
 
 
 def _numbered(lines: list[str], skipped: set[int], first: int,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import re
 
+from varaverk.documents.annotations import is_annotation
 from varaverk.documents.chunks import Draft
 
 USAGE_TITLE = "usage"
@@ -156,6 +157,8 @@ def _comment_text(line: str) -> str | None:
     if not stripped.startswith("#") or stripped.startswith("#!"):
         return None
     body = stripped.lstrip("#")
+    if is_annotation(body):  # "# shellcheck disable=...": for a tool, not a reader
+        return None
     return body[1:] if body.startswith(" ") else body
 
 

@@ -25,7 +25,10 @@ Chunks (as ``Draft`` records for ``varaverk.documents.chunking``):
       Without a PURPOSE section they form a chunk of their own (section ``""``, title
       ``summary``).
     - a header comment without any of the six sections (issue 6) is one chunk (section
-      ``""``, title ``header comment``), unless it is trivial (fewer than 3 lines with text);
+      ``""``, title ``header comment``), whatever its length: a one-line
+      ``# Backup photos to the NAS`` documents the script. Machine annotations
+      (``# shellcheck disable=...``, modelines, an encoding cookie:
+      ``varaverk.documents.annotations``) are not part of it;
     - any script's usage/help text is a chunk titled ``usage``, and a script without the six
       sections that comments in banners gives one chunk per banner section
       (``varaverk.documents.script_docs``: comments and documented assignments only, never
@@ -37,6 +40,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from varaverk.documents.annotations import is_annotation
 from varaverk.documents.chunks import Draft
 from varaverk.documents.script_docs import banner_drafts, usage_drafts
 
@@ -50,8 +54,6 @@ _TITLE_HAS_WORD = re.compile(r"[^\W_]")
 # Hanging indents that are not titles: a list item whose text wraps ("- item" / "1. item"),
 # and a sentence that introduces an indented example ("For example, run this.").
 _NOT_A_TITLE = re.compile(r"^([-*+\u2022]|\d+[.)])\s|[.,;]$")
-# Fewer lines with text than this make a comment block too trivial to stand for a header.
-_MIN_COMMENT_LINES = 3
 SUMMARY_TITLE = "summary"
 COMMENT_TITLE = "header comment"
 
@@ -92,7 +94,8 @@ def header_drafts(path: str, text: str) -> list[Draft]:
     if any(_section_name(line) for line in block):
         return _section_drafts(block) + usage
     drafts: list[Draft] = []
-    if sum(1 for line in block if not line.blank) >= _MIN_COMMENT_LINES:
+    # A leading comment of any length documents its script: "# Backup photos to the NAS".
+    if any(not line.blank for line in block):
         drafts.append(Draft("", COMMENT_TITLE, [COMMENT_TITLE], _dedent(block)))
     after = block[-1].number if block else 0
     return drafts + usage + banner_drafts(lines, after)
@@ -147,6 +150,9 @@ def _hash_block(lines: list[str]) -> list[HeaderLine]:
         stripped = lines[i].lstrip()
         if not stripped.startswith("#"):
             break
+        if is_annotation(stripped.lstrip("#")):  # "# shellcheck ...", a modeline: for tools
+            i += 1
+            continue
         # A run of leading '#'s is the leader, so '## PURPOSE' and '#####' banners work too.
         out.append(HeaderLine(i + 1, _clean(stripped.lstrip("#"))))
         i += 1

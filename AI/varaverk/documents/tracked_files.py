@@ -197,9 +197,10 @@ class KindMatcher:
 
     @classmethod
     def from_settings(cls, settings) -> "KindMatcher":
-        """Build from a ``Settings`` (fields ``ai_globs_<kind>`` and ``ai_globs_exclude``)."""
+        """Build from a ``Settings`` (fields ``ai_globs_<kind>``, ``ai_globs_exclude`` and
+        ``ai_globs_skip``: both leave a path out whatever the kind globs say)."""
         return cls({kind: getattr(settings, f"ai_globs_{kind}") for kind in KINDS},
-                   settings.ai_globs_exclude)
+                   tuple(settings.ai_globs_exclude) + tuple(settings.ai_globs_skip))
 
     def _patterns(self) -> tuple[list, re.Pattern[str] | None]:
         """``([(kind, regex)], exclusion regex or None)``, compiled once."""

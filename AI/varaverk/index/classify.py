@@ -71,6 +71,7 @@ def _globs_fingerprint(settings, specs: list[SourceSpec]) -> str:
     verdict."""
     globs = {kind: tuple(getattr(settings, f"ai_globs_{kind}")) for kind in tracked_files.KINDS}
     return repr((tracked_files.classifier_stamp(), globs, tuple(settings.ai_globs_exclude),
+                 tuple(settings.ai_globs_skip),
                  [(spec.name, spec.type) for spec in specs]))
 
 

@@ -21,7 +21,7 @@ from varaverk.named_sources import DEFAULT_SOURCE, NOTE_KINDS
 
 log = logging.getLogger(__name__)
 
-REASON_NO_HEADER = "no six-section header comment"
+REASON_NO_HEADER = "no leading comment, usage text or commented section"
 REASON_NO_TEXT = "no text to index"
 
 
