@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ContextManager, NamedTuple
 
-from varaverk.documents import tracked
+from varaverk.documents import tracked as sources
 from varaverk.logs import DETAIL
 from varaverk.named_sources import (DEFAULT_SOURCE, NOTE_KINDS, SourceSpec, all_sources)
 from varaverk.index.store import (FileRow, FileState, Index, IndexChanges, IndexCorrupt, IndexMissing,
