@@ -342,9 +342,10 @@ def _skip_stat(entry: _Entry) -> tuple[int, int]:
 
 
 # secret_patterns: a change to what is masked must re-chunk every document.
-CHUNKER_MODULES = ("chunking", "script_headers", "script_docs", "markdown_sections",
-                   "rst_sections", "conf_templates", "secret_patterns", "obsidian_notes",
-                   "org_notes", "note_links", "chat_exports")
+CHUNKER_MODULES = tuple(f"documents/{m}" for m in (
+    "chunking", "script_headers", "script_docs", "markdown_sections", "rst_sections",
+    "conf_templates", "obsidian_notes", "org_notes", "note_links", "chat_exports")) + (
+    "secret_patterns",)
 
 
 def chunker_stamp() -> str:
@@ -356,7 +357,7 @@ def chunker_stamp() -> str:
     """
     import binascii
 
-    folder = Path(__file__).parent  # the chunkers' package, without importing them
+    folder = Path(__file__).parents[1]  # varaverk/, without importing the chunkers
     crc = 0
     for name in CHUNKER_MODULES:
         try:
