@@ -13,7 +13,7 @@ import pytest
 
 from tests.index.conftest import ENTRY, cli_env, make_settings, run_index
 from tests.support.repos import git, make_repo
-from varaverk.documents import tracked
+from varaverk.documents import tracked as sources
 
 TRACKED = "# Walrus\nThe tracked walrus guide: feed the walrus at noon.\n"
 HIDDEN = "# Walrus\nHIDDEN-WALRUS-CANARY walrus secrets from an ignored file.\n"
