@@ -396,7 +396,7 @@ def _decode_and_chunk(entry: _Entry, data: bytes, count_tokens, max_tokens: int,
         log.warning("%s: %s", entry.path, decoded.warning)
     from varaverk.documents.chunking import chunk_document
 
-    decoded = _mask(decoded)
+    decoded = _mask(decoded, entry.kind)
     titles = links() if links is not None and entry.kind in NOTE_KINDS else None
     chunks = chunk_document(entry.path, entry.kind, decoded.text, max_tokens=max_tokens,
                             count_tokens=count_tokens, links=titles)
@@ -410,17 +410,18 @@ def _decode_and_chunk(entry: _Entry, data: bytes, count_tokens, max_tokens: int,
 
 MASK_NOTE = "masked secret-looking values on line"
 _COMMENT_LEAD = re.compile(r"^[\s#;/*!-]+")
+EXAMPLE = "example: "  # marks a masked documentation example among ``Decoded.masked``
 
 
-def _mask(decoded: sources.Decoded) -> sources.Decoded:
+def _mask(decoded: sources.Decoded, kind: str = "") -> sources.Decoded:
     """The document with secret-looking values masked before chunking (so before embedding
-    and FTS), every masked value in ``masked``; ``_report_masked`` keeps the indexed ones."""
+    and FTS), every masked value in ``masked`` (documentation examples marked ``EXAMPLE``);
+    ``_report_masked`` keeps the indexed ones."""
     from varaverk.secret_patterns import mask_secrets
 
-    masked = mask_secrets(decoded.text)
-    if not masked.hits:
-        return decoded
-    return decoded._replace(text=masked.text, masked=masked.hits)
+    masked = mask_secrets(decoded.text, kind)
+    found = masked.hits + tuple((line, EXAMPLE + what) for line, what in masked.examples)
+    return decoded._replace(text=masked.text, masked=found) if found else decoded
 
 
 def _report_masked(path: str, decoded: sources.Decoded, chunks: list) -> sources.Decoded:
@@ -429,19 +430,27 @@ def _report_masked(path: str, decoded: sources.Decoded, chunks: list) -> sources
     finding and must not bury the real ones."""
     if not decoded.masked:
         return decoded
-    lines = decoded.text.split("\n")
+    from varaverk.secret_patterns import MASK
 
-    def indexed(line: int) -> bool:
+    lines = decoded.text.split("\n")
+    metas = repr([c.meta for c in chunks])  # front matter and org drawers: chunk metadata
+
+    def indexed(line: int, what: str) -> bool:
         # Within a chunk's range and in its text: a range may span code between two comment
         # blocks, and chunkers drop comment markers and indentation.
         bare = _COMMENT_LEAD.sub("", lines[line - 1]).strip()
-        return any(c.start_line <= line <= c.end_line and bare in c.text for c in chunks)
+        return any(c.start_line <= line <= c.end_line and bare in c.text for c in chunks) \
+            or f"'{what.removeprefix(EXAMPLE)}': '{MASK}" in metas
 
-    kept = tuple(hit for hit in decoded.masked if indexed(hit[0]))
+    kept = tuple(hit for hit in decoded.masked if indexed(*hit))
     for line, what in kept:
-        log.warning("%s: line %d: masked a secret-looking value (%s) before indexing; "
-                    "remove it from the repository", path, line, what)
-    return decoded._replace(masked=kept)
+        if what.startswith(EXAMPLE):  # information: nothing to remove
+            log.info("%s: line %d: masked a documentation example (%s) before indexing", path,
+                     line, what.removeprefix(EXAMPLE))
+        else:
+            log.warning("%s: line %d: masked a secret-looking value (%s) before indexing; "
+                        "remove it from the repository", path, line, what)
+    return decoded._replace(masked=tuple(h for h in kept if not h[1].startswith(EXAMPLE)))
 
 
 def masked_note(hits) -> str:
@@ -859,7 +868,7 @@ def _masked_text(root: Path, entry: _Entry) -> str | None:
     if decoded is None or decoded.text is None:
         return None
     from varaverk.secret_patterns import mask_secrets
-    return mask_secrets(decoded.text).text
+    return mask_secrets(decoded.text, entry.kind).text
 
 
 def _reusable_vectors(idx: Index, pending: list) -> dict[int, list]:
