@@ -28,7 +28,7 @@ services:
   db:
     image: postgres:16
     environment:
-      POSTGRES_PASSWORD: tangerinedream
+      POSTGRES_PASSWORD: "tangerine-dream-7"
 """
 
 
@@ -47,7 +47,7 @@ def test_a_private_key_block_keeps_line_numbers_and_the_run(tmp_path, model_serv
     proc = run_index(settings)
     assert proc.returncode == 0, proc.stderr
     stored = _chunks(settings)
-    assert "cG0UtFkKvPz0" not in stored and "tangerinedream" not in stored
+    assert "cG0UtFkKvPz0" not in stored and "tangerine-dream" not in stored
     assert "POSTGRES_PASSWORD" in stored and "Demo" in stored
     log = (settings.ai_log_dir / "ai-index.log").read_text()
     assert "docs/compose.yml: line 8: masked a secret-looking value (private key)" in log
