@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from bisect import bisect_right
 from functools import lru_cache
 from itertools import chain
 from typing import NamedTuple
@@ -76,6 +77,11 @@ _DETECT_SECRETS_PLUGINS = (
 )
 
 
+# npm's "//host/:_authToken=X" within one word: detect-secrets' ".+" form costs the square of
+# a long line's length and masks the rest of the line.
+_NPMRC = r"//\S+/:_authToken=\s*(?:npm_[A-Za-z0-9]+|[A-Fa-f0-9-]{36})"
+
+
 @lru_cache(maxsize=2)
 def token_shapes(bounded: bool = False) -> re.Pattern[str]:
     """One regex of token shapes: detect-secrets' vendor patterns plus our own prefixes.
@@ -97,7 +103,8 @@ def token_shapes(bounded: bool = False) -> re.Pattern[str]:
                 "(pip install -e . to add it)")
             break
         # Their patterns use groups for the secret; ours only need where the match is.
-        parts.extend(p.pattern for p in plugin.denylist if "PRIVATE KEY" not in p.pattern)
+        parts.extend(_NPMRC if bounded and "_authToken" in p.pattern else p.pattern
+                     for p in plugin.denylist if "PRIVATE KEY" not in p.pattern)
     return re.compile("|".join(f"(?:{p})" for p in parts))
 
 
@@ -244,7 +251,7 @@ _KEY_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 # Words that make a key name a secret's (DB_PASSWORD, apiToken, WIFI_PSK, ALARM_PIN).
 _SECRET_WORDS = frozenset(
     "password passwd passwort pwd pw pass passphrase passcode psk secret secrets token tokens "
-    "apikey authkey authtoken pin otp totp hotp dsn salt privatekey secretkey accesskey".split())
+    "apikey authkey authtoken pin otp totp hotp dsn salt privatekey secretkey".split())
 _SECRET_ENDINGS = ("password", "passwd", "secret", "token", "apikey", "passphrase")
 # Words that name a secret only when the value looks like a password: "key: vpn-password" is a
 # key's name, "key: supers1cret0" a password; "credentials: 'include'" is a fetch option.
@@ -270,9 +277,15 @@ realm claim claims grant encoding""".split())
 _NOT_SECRET_KEYS = frozenset(
     "password passwd pass user username name id public pub sort primary foreign partition shard "
     "routing cache lookup group map hash index object host ssh gpg pgp ca cert tls node label "
-    "annotation bucket file kms verify authorized read".split())
+    "annotation bucket file kms verify authorized read access".split())
 _NUMERIC_SECRET_WORDS = frozenset("pin otp totp hotp pass password passwd pwd pw passcode code "
                                   "psk".split())
+
+
+# Any key that ``key_role`` names holds one of its words: a line without one (lower case;
+# an ignore-case alternation is several times slower) has no pair to mask.
+_NAMING = _SECRET_WORDS | _WEAK_WORDS | set(_SECRET_ENDINGS)
+_SECRETISH = re.compile("|".join(w for w in _NAMING if not any(o != w and o in w for o in _NAMING)))
 
 
 def key_words(key: str) -> list[str]:
@@ -288,9 +301,13 @@ def key_role(key: str) -> str:
     words = key_words(key)
     if not words or words[-1] in _ABOUT_WORDS or words[0] == "existing":
         return ""
+    secret = [w in _SECRET_WORDS or w.endswith(_SECRET_ENDINGS) for w in words]
     if words[-1] in ("key", "keys") and len(words) > 1:
-        return "" if words[-2] in _NOT_SECRET_KEYS else "strong"
-    if any(w in _SECRET_WORDS or w.endswith(_SECRET_ENDINGS) for w in words):
+        # passwordKey, access_key: a name or an id, unless another word says secret
+        # (AWS_SECRET_ACCESS_KEY)
+        named = words[-2] in _NOT_SECRET_KEYS and not any(secret[:-2])
+        return "" if named else "strong"
+    if any(secret):
         return "strong"
     return "weak" if any(w in _WEAK_WORDS for w in words) else ""
 
@@ -306,7 +323,7 @@ _PLACEHOLDER = re.compile(
     r"change[-_ ]?(me|it|this)|replace[-_ ]?me|todo|tbd|fixme|redacted|masked|none|null|nil|~|"
     r"true|false|yes|no|on|off|value|secret|password|passwd|pass|token|key|string|str|int|"
     r"integer|bool|boolean|number|required|optional|default|empty|unset|hidden|generated|"
-    r"random", re.I)
+    r"random|user|username", re.I)
 # A value made of words one of which says "put yours here" (your-api-key-here, token_here).
 _STAND_IN_WORDS = frozenset("your yours here example examples placeholder replace changeme "
                             "insert xxx xxxx redacted string".split())
@@ -321,11 +338,12 @@ _SECRET_NAME = re.compile(r"([a-z0-9][a-z0-9-]*/)?[a-z0-9]+([-_.][a-z0-9]+)+")
 _NAME_WORDS = frozenset(
     "secret secrets password passwords passwd pass pw key keys token tokens tls ssl cert certs "
     "certificate credential credentials creds auth authentication authorization jwt api apikey "
-    "htpasswd env vault oauth oauth2 basic users psk".split())
+    "htpasswd env vault oauth oauth2 basic user users psk file realm config".split())
 # Names, not values: a.b.c identifiers (m.login.password), module paths, file and host names,
 # a list of setting names (MIRROR_MAX_DELETE_PCT MOVER_STOP_TIMEOUT).
 _DOTTED_NAME = re.compile(
-    r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*){2,}|[a-z_][\w]*(\.[a-z_]\w*)*\.[A-Z][A-Za-z0-9]*|"
+    r"[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*){2,}|[a-z_][\w]*(\.[a-z_]\w*)*\.[A-Z][A-Za-z0-9]*|"
+    r"[A-Za-z_]+(\.[A-Za-z_]+)+|"
     r"[\w.-]+\.(pem|key|crt|cer|txt|json|ya?ml|pass|pw|secret|asc|gpg|age|env|conf|cfg|ini|toml|"
     r"p12|pfx|jks)|([a-z0-9-]+\.)+(lan|local|home|internal|arpa|com|org|net|io|dev|example|test)|"
     r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+(\s+[A-Z][A-Z0-9]*(_[A-Z0-9]+)+)*")
@@ -365,12 +383,21 @@ def _sentence(v: str) -> bool:
         w.lower().strip(",;'\"()") in STOPWORDS or not w.isalpha() for w in words))
 
 
+def _instructions(v: str) -> bool:
+    """Quoted text telling what to put there ("copy secret generated from above"): four
+    words or more, two of them common words."""
+    from varaverk.text import STOPWORDS
+
+    words = v.lower().split()
+    return len(words) >= 4 and sum(w.strip(",.;:") in STOPWORDS for w in words) >= 2
+
+
 def _password_like(v: str) -> bool:
     """A value under a weak key that is a password: letters and digits mixed (s1cret0),
     ``user:password``, or random-looking."""
     if len(v) < 6 or any(c.isspace() for c in v):
         return False
-    return bool(looks_random(v, 2, 3.0) or re.fullmatch(r"[^:\s]+:[^:\s]{4,}", v)
+    return bool(looks_random(v, 3, 3.5) or re.fullmatch(r"[^:\s]+:[^:\s]{4,}", v)
                 or re.search(r"[A-Za-z]\d+[A-Za-z]", v)
                 or re.search(r"[a-z]", v) and re.search(r"[A-Z]", v) and re.search(r"\d", v))
 
@@ -383,14 +410,14 @@ def _secret_value(value: str, role: str, words: list[str], quoted: bool, prose: 
     """
     v = value.strip().replace("\\<", "<").replace("\\>", ">")
     if not quoted:
-        v = v.rstrip(".,;") if prose else v
+        v = v.rstrip(".,;") if prose else v.rstrip(",;")
     if "webhook" in words and re.fullmatch(r"https?://\S+/\S{16,}", v):
         return True  # a webhook URL is its own credential
     if _no_value(v):
         return False
     if v.isdigit():
         return any(w in _NUMERIC_SECRET_WORDS for w in words)
-    if not quoted and " " in v and (prose or _sentence(v)):
+    if " " in v and (not quoted and (prose or _sentence(v)) or _instructions(v)):
         return False
     return role == "strong" or _password_like(v)
 
@@ -458,41 +485,52 @@ class _Layout:
     def __init__(self, lines: list[str], kind: str):
         self.prose_kind = kind in PROSE_KINDS
         self.mode = ["code"] * len(lines) if not self.prose_kind else self._modes(lines)
-        self.parents: list[set[str]] = self._parents(lines)
+        self.lines = lines
+        self._parents_of: list[frozenset[str]] | None = None
+
+    def parents(self, number: int) -> frozenset[str]:
+        """The key words of line ``number``'s YAML/JSON parents (found on first use)."""
+        if self._parents_of is None:
+            self._parents_of = self._parents(self.lines)
+        return self._parents_of[number]
 
     @staticmethod
     def _modes(lines: list[str]) -> list[str]:
         modes, fence = [], None
         front = bool(lines) and lines[0].strip() in ("---", "+++")
         for i, line in enumerate(lines):
+            indented = line.startswith(("    ", "\t")) and bool(line.strip()) and i > 0 and (
+                not lines[i - 1].strip() or modes[-1] == "code")
             if front:
                 modes.append("meta")
                 front = not (i > 0 and line.strip() in ("---", "+++", "..."))
-            elif fence is not None or _ORG_BLOCK.match(line):
+            elif fence is not None or "#+" in line and _ORG_BLOCK.match(line):
                 modes.append("code")
-                if fence is not None and line.strip().startswith(fence):
+                if fence is not None and line.strip().lower().startswith(fence):
                     fence = None
                 elif fence is None:
                     fence = "#+end" if _ORG_BLOCK.match(line).group(1).lower() == "begin" \
                         else None
-            elif m := _FENCE.match(line):
+            elif ("```" in line or "~~~" in line) and (m := _FENCE.match(line)):
                 modes.append("code")
                 fence = m.group(1)
             else:
-                modes.append("meta" if _DRAWER_LINE.match(line) else "prose")
+                drawer = ":" in line and _DRAWER_LINE.match(line)
+                modes.append("meta" if drawer else "code" if indented else "prose")
         return modes
 
     @staticmethod
-    def _parents(lines: list[str]) -> list[set[str]]:
-        out, stack = [], []  # stack: (indent, key words)
+    def _parents(lines: list[str]) -> list[frozenset[str]]:
+        out, stack = [], []  # stack: (indent, the key words of it and every level above)
         for line in lines:
             indent = len(line) - len(line.lstrip())
             if line.strip():
                 while stack and stack[-1][0] >= indent:
                     stack.pop()
-            out.append({w for _, words in stack for w in words})
-            if m := _LEADING_KEY.match(line):
-                stack.append((indent, key_words(m.group(2))))
+            above = stack[-1][1] if stack else frozenset()
+            out.append(above)
+            if ":" in line and (m := _LEADING_KEY.match(line)):
+                stack.append((indent, above.union(key_words(m.group(2)))))
         return out
 
     def in_code(self, number: int, pos: int, spans: list[tuple[int, int]]) -> bool:
@@ -566,6 +604,37 @@ def _identifier(tok: str) -> bool:
     return covered >= 0.5 * len(tok)
 
 
+class _Spans:
+    """Disjoint ``[start, end)`` spans in order; a test for a free range costs a bisection
+    (a line with thousands of masked values stays linear)."""
+
+    def __init__(self, spans=None):
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        for start, end in sorted(spans or ()):  # merged: a URL may hold an SSH key's text
+            if self.ends and start < self.ends[-1]:
+                self.ends[-1] = max(self.ends[-1], end)
+            else:
+                self.starts.append(start)
+                self.ends.append(end)
+
+    def free(self, start: int, end: int) -> bool:
+        i = bisect_right(self.starts, start)
+        return (i == 0 or self.ends[i - 1] <= start) and (
+            i == len(self.starts) or self.starts[i] >= end)
+
+    def add(self, start: int, end: int) -> None:
+        i = bisect_right(self.starts, start)
+        self.starts.insert(i, start)
+        self.ends.insert(i, end)
+
+    def __iter__(self):
+        return zip(self.starts, self.ends)
+
+    def __bool__(self) -> bool:
+        return bool(self.starts)
+
+
 class _Line:
     """One line being masked: the spans to replace, the spans no rule may touch, findings."""
 
@@ -575,20 +644,22 @@ class _Line:
         flows = [i for i in (text.find("{"), text.find("[")) if i != -1]
         self.flow_from = min(flows, default=len(text))  # a YAML/JSON flow collection
         self.code_spans = inline_code(text) if layout.prose_kind else []
-        self.spans: list[tuple[int, int]] = []
+        self.spans = _Spans()
         self.quoted: set[int] = set()  # starts of spans masked as a quoted string
-        self.protected: list[tuple[int, int]] = []
+        self.protected = _Spans()
         self.found: list[tuple[str, bool]] = []  # (what, is an example)
 
     def free(self, start: int, end: int, protected: bool = False) -> bool:
-        spans = self.spans + (self.protected if protected else [])
-        return start < end and all(end <= s or start >= e for s, e in spans)
+        return start < end and self.spans.free(start, end) and (
+            not protected or self.protected.free(start, end))
 
     def take(self, start: int, end: int, what: str, value: str | None = None) -> None:
         """Mask ``text[start:end]``; ``value`` (when the shape allows it) may be an example."""
-        self.spans.append((start, end))
-        example = value is not None and self.layout.prose_kind and _example_looking(value) \
-            and self.in_code(start)
+        self.spans.add(start, end)
+        # Documentation: a code block of prose, or a comment (a template's "#password: x").
+        documented = self.layout.prose_kind and self.in_code(start) \
+            or any(c in self.text[:self.lead] for c in "#;") or "//" in self.text[:self.lead]
+        example = value is not None and documented and _example_looking(value)
         self.found.append((what, example))
 
     def in_code(self, pos: int) -> bool:
@@ -604,23 +675,34 @@ class _Line:
 
     def result(self) -> str:
         out, pos = [], 0
-        for start, end in sorted(self.spans):
+        for start, end in self.spans:
             out += [self.text[pos:start], f'"{self.mask}"' if start in self.quoted else self.mask]
             pos = end
         return "".join(out) + self.text[pos:]
 
 
-def _mask_shapes(ln: _Line) -> None:
-    """Shapes found wherever they are: crypt hashes, URL credentials, tokens, headers."""
+def _mask_shapes(ln: _Line, long_run: bool) -> None:
+    """Shapes found wherever they are: crypt hashes, URL credentials, tokens, headers.
+    ``long_run``: the line has a run of token characters (``_LONG_RUN``); without one no
+    token, header or high-entropy string can be there (the common case, skipped fast)."""
     text = ln.text
-    for m in CRYPT_HASH.finditer(text):
-        ln.take(m.start(), m.end(), "password hash", m.group())
-    for m in DOC_URL_CREDS.finditer(text):
+    for m in CRYPT_HASH.finditer(text) if "$" in text or "{" in text else ():
+        if len(set(m.group().rsplit("$", 1)[-1])) > 2:  # not $2a$12$xxxxxxxx
+            ln.take(m.start(), m.end(), "password hash", m.group())
+    for m in DOC_URL_CREDS.finditer(text) if "://" in text else ():
         pw = m.group("pw")
         if not _stands_in(pw) and ln.free(m.start("pw"), m.end("pw")):
             ln.take(m.start("pw"), m.end("pw"), "credentials in a URL", pw)
+    for m in CLI_PASSWORD.finditer(text) if "-p" in text else ():
+        group = "value" if m.group("value") is not None else "value2"
+        value = m.group(group).rstrip(".,;:)")  # "sshpass -p SECRET." in a sentence
+        start, end = m.start(group), m.start(group) + len(value)
+        if not _stands_in(value) and ln.free(start, end):
+            ln.take(start, end, "password on a command line", value)
+    if not long_run:
+        return
     for m in token_shapes(True).finditer(text):
-        end = re.compile(r"[A-Za-z0-9._~+/=-]*").match(text, m.end()).end()  # JWT signatures
+        end = _TOKEN_TAIL.match(text, m.end()).end()  # a JWT's signature too
         if ln.free(m.start(), end):
             ln.take(m.start(), end, "token", text[m.start():end])
     for m in BEARER.finditer(text):
@@ -628,12 +710,6 @@ def _mask_shapes(ln: _Line) -> None:
         start += len(text[start:m.end()]) - len(text[start:m.end()].lstrip())
         if ln.free(start, m.end()):
             ln.take(start, m.end(), "authorization header", text[start:m.end()])
-    for m in CLI_PASSWORD.finditer(text):
-        group = "value" if m.group("value") is not None else "value2"
-        value = m.group(group).rstrip(".,;:)")  # "sshpass -p SECRET." in a sentence
-        start, end = m.start(group), m.start(group) + len(value)
-        if not _stands_in(value) and ln.free(start, end):
-            ln.take(start, end, "password on a command line", value)
 
 
 def _value_end(ln: _Line, key_start: int, pos: int, sep: str) -> int:
@@ -669,7 +745,7 @@ def _pairs(ln: _Line):
         else:
             start, end, quoted = vpos, _value_end(ln, m.start(), vpos, sep), False
         yield key, start, end, quoted
-        pos = max(pos, end if quoted else vpos)
+        pos = max(pos, vpos)  # a value may hold pairs: "jdbc:...?password=x", KEY=a=b
 
 
 def _mask_pairs(ln: _Line) -> None:
@@ -694,7 +770,7 @@ def _public(ln: _Line, start: int) -> bool:
     (sha256, event_id, signatures, verify_keys, google-site-verification)."""
     window = ln.text[max(0, start - 200):start]  # bounded: a huge line stays linear
     words = {w for k in _KEYS_BEFORE.findall(window) for w in key_words(k)}
-    return bool((words | ln.layout.parents[ln.number]) & _PUBLIC_WORDS)
+    return bool((words | ln.layout.parents(ln.number)) & _PUBLIC_WORDS)
 
 
 def _candidates(m: re.Match) -> list[tuple[int, str]]:
@@ -702,7 +778,8 @@ def _candidates(m: re.Match) -> list[tuple[int, str]]:
     path (``a/b/c`` that is not base64)."""
     tok = m.group().lstrip("-_")
     start = m.end() - len(tok)
-    if "/" not in tok or re.fullmatch(r"[A-Za-z0-9+/]+={0,2}", tok) and (
+    path = tok.startswith("/") or len(re.findall(r"(?:^|/)[a-z]{3,}(?=/|$)", tok)) > 1
+    if "/" not in tok or not path and re.fullmatch(r"[A-Za-z0-9+/]+={0,2}", tok) and (
             len(tok) % 4 == 0 or "+" in tok or tok.endswith("=")):
         return [(start, tok)]
     out, pos = [], start
@@ -727,11 +804,17 @@ def _kept_random(ln: _Line, run: int, tok: str, depth: int) -> bool:
                 and not _masked_lines(decoded, 1).hits)
 
 
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9._~+/=-]*")
+_LONG_RUN = re.compile(r"[A-Za-z0-9_+/=.~-]{12,}")
+
+
 def _mask_random(ln: _Line, depth: int) -> None:
     """Long high-entropy strings that are no URL, name, digest, id, public key or encoded text."""
     text = ln.text
-    for m in chain(_URL.finditer(text), _SSH_PUBLIC.finditer(text), _SOPS.finditer(text)):
-        ln.protected.append((m.start(), m.end()))
+    ln.protected = _Spans([(m.start(), m.end()) for m in chain(
+        _URL.finditer(text) if "://" in text else (),
+        _SSH_PUBLIC.finditer(text) if "AAAA" in text else (),
+        _SOPS.finditer(text) if "ENC[" in text else ())])
     for m in _RUN.finditer(text):
         for start, tok in _candidates(m):
             end = start + len(tok)
@@ -748,10 +831,17 @@ def _masked_lines(text: str, depth: int = 0, kind: str = "", mask: str = MASK) -
     for number, line in enumerate(lines):
         if number in handled or not line.strip():
             continue
+        long_run = _LONG_RUN.search(line) is not None
+        keyed = ("=" in line or ":" in line) and _SECRETISH.search(line.lower()) is not None
+        if not (long_run or keyed or "$" in line or "{" in line or "://" in line
+                or "-p" in line):
+            continue  # most lines of prose: nothing any rule could match
         ln = _Line(line, number, layout, mask)
-        _mask_shapes(ln)
-        _mask_pairs(ln)
-        _mask_random(ln, depth)
+        _mask_shapes(ln, long_run)
+        if keyed:
+            _mask_pairs(ln)
+        if long_run:
+            _mask_random(ln, depth)
         if ln.spans:
             out[number] = ln.result()
             for what, example in ln.found:
@@ -783,7 +873,7 @@ def _mask_blocks(lines: list[str], layout: _Layout, out: list[str], hits: list, 
     for i, line in enumerate(lines):
         if i in done:
             continue
-        if m := _PEM_BEGIN.search(line):
+        if "-----BEGIN" in line and (m := _PEM_BEGIN.search(line)):
             done |= _mask_pem(lines, i, m, layout, out, hits, examples, mask)
         elif "|" in line or ">" in line:
             done |= _mask_block_scalar(lines, i, layout, out, hits, mask)

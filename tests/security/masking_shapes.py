@@ -83,6 +83,9 @@ SHAPES: tuple[Shape, ...] = (
           "discord_webhook: https://discord.com/api/webhooks/1234567890/"
           "EXAMPLEtbutCovoZppAAckFCmFA3bZMOT1e-fZ9xekG8HuLRV_HXLgoKl_PrtNNXoI4DgV2", "masked",
           ("tbutCovoZpp",), ("discord_webhook:",)),
+    Shape("a password in a URL's query", "doc",
+          "jdbc:postgresql://db:5432/app?password=s3cret-db&user=keycloak", "masked",
+          ("s3cret-db",), ("&user=keycloak",)),
     # -- secrets: hashes and keys
     Shape("htpasswd line (apr1)", "template", "admin:$apr1$EXAMPLE1$pKqMPY/CvxxWzfhbX7iYwD",
           "masked", ("EXAMPLE1", "pKqMPY"), ("admin:",)),
@@ -129,6 +132,8 @@ SHAPES: tuple[Shape, ...] = (
           ("POSTGRES_PASSWORD:",)),
     Shape("an example token in a Markdown code block", "doc",
           "```yaml\nk3s_token: s1cret0\n```", "example", ("s1cret0",), ("k3s_token:",)),
+    Shape("a commented-out example in a template", "template", "#password: mypassword",
+          "example", ("mypassword",), ("#password:",)),
     Shape("example credentials in a URL in a Markdown code block", "doc",
           "```\nmongosh mongodb+srv://admin:s1cret0@mongodb-svc/admin\n```", "example",
           ("s1cret0",), ("@mongodb-svc/admin",)),
@@ -158,7 +163,9 @@ SHAPES: tuple[Shape, ...] = (
     Shape("placeholders", "template",
           "PASSWORD=changeme\npassword: <password>\nTOKEN=xxx\napi_key: your-api-key-here\n"
           "static-auth-secret=[your secret key here]\nDB_PASSWORD=********\n"
-          'client_secret: "provided-by-your-issuer"', "kept"),
+          'client_secret: "provided-by-your-issuer"\n'
+          'client_secret: "copy secret generated from above"\n'
+          "UPDATE users SET password_hash='$2a$12$xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'", "kept"),
     Shape("documented command-line options", "doc",
           "sort --key=field names.txt\nrestic --password-file=/etc/restic.pw backup", "kept"),
     Shape("token lifetimes", "template",
@@ -171,8 +178,11 @@ SHAPES: tuple[Shape, ...] = (
           "- key: node-role.kubernetes.io/control-plane\n  operator: Exists\n- key: yolov9",
           "kept"),
     Shape("types, requirements, counts", "template",
-          "password: string\ntoken: required\nAI_TOKEN_RETAIN_ROWS=20000\nPIN_CODE_LENGTH=4",
-          "kept"),
+          "password: string\ntoken: required\nAI_TOKEN_RETAIN_ROWS=20000\nPIN_CODE_LENGTH=4\n"
+          "def check(user: str, password: str,", "kept"),
+    Shape("names under weak keys (an algorithm, a field, an access key id)", "template",
+          '"encryption": "m.megolm.v1.aes-sha2"\n- key: connectionString.standardSrv\n'
+          "- accessKey: loki", "kept"),
     Shape("prose about a secret", "doc",
           "Password: enter the one from the safe.\nThe token is kept in Configurations/.", "kept"),
     # -- not secrets: URLs without credentials and public material
@@ -196,6 +206,8 @@ SHAPES: tuple[Shape, ...] = (
     Shape("identifiers and names with a random part", "template",
           'clusterPoolIPv4PodCIDRList: "10.42.0.0/16"\n'
           "branch: claude/sync-dotfiles-011CUP87cRV6c51eEi3Chg99", "kept"),
+    Shape("paths", "doc", "tmux -S /var/folders/zc/abc123/T/overmind-my-app-abc123-63547-1/"
+          "Socket1/ExampleFolder2", "kept"),
     Shape("base64 of prose", "doc",
           "aGVyZSBpcyBhIGxvbmcgYml0IG9mIHRleHQgdG8gYmFzZTY0IGVuY29kZSB3aXRo", "kept"),
 )

@@ -67,3 +67,37 @@ def test_line_numbers_hold_for_any_mix_of_shapes():
         for shape in picked:
             if shape.verdict != "kept":
                 assert all(part not in masked.text for part in shape.gone), shape.name
+
+
+# One hostile line each: thousands of pairs, masked values, URLs, quotes, backticks; a deep
+# YAML; a key block without its END. Masking must stay linear in the input.
+HOSTILE = {
+    "yaml pairs on one line": lambda n: "a: b " * n,
+    "minified JSON with passwords": lambda n: "{" + ",".join(
+        f'"k{i}":"v{i}","password":"Zq8x{i}"' for i in range(n)) + "}",
+    "assignments on one line": lambda n: " ".join(f"PASSWORD{i}=x{i}y" for i in range(n)),
+    "URLs with credentials": lambda n: " ".join(f"https://u:p{i}@h{i}.lan/x" for i in range(n)),
+    "npm registry paths": lambda n: "//registry.example.org/npm/ " * n,
+    "backticks and quotes": lambda n: "` ``\"a: '" * n,
+    "a base64 line": lambda n: "QmFzZTY0IQ" * n,
+    "many lines": lambda n: "\n".join(f"  key{i}: value{i}  # comment" for i in range(n)),
+    "a private key without END": lambda n: "-----BEGIN PRIVATE KEY-----\n"
+                                           + "\n".join("QUJD" * 16 for _ in range(n // 4)),
+}
+
+
+@pytest.mark.parametrize("make", HOSTILE.values(), ids=list(HOSTILE))
+def test_masking_time_is_linear(make):
+    import time
+
+    def cost(text: str) -> float:
+        best = float("inf")
+        for _ in range(3):
+            start = time.process_time()
+            mask_secrets(text, "doc")
+            best = min(best, time.process_time() - start)
+        return best
+
+    mask_secrets("warm up ghp_" + "a" * 36, "doc")
+    small, large = cost(make(1500)), cost(make(6000))
+    assert large < 10 * max(small, 0.002), (small, large)  # 4x the input: about 4x the time
