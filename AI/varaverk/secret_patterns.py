@@ -24,13 +24,17 @@ holds the table of shapes (README.md shows it), tested row by row in both direct
 
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
-from collections import Counter
 from bisect import bisect_right
+from collections import Counter
 from functools import lru_cache
 from itertools import chain
 from typing import NamedTuple
+
+from varaverk.text import STOPWORDS
 
 REDACTED = "[redacted]"
 MASK = "[masked]"
@@ -323,7 +327,7 @@ _PLACEHOLDER = re.compile(
     r"change[-_ ]?(me|it|this)|replace[-_ ]?me|todo|tbd|fixme|redacted|masked|none|null|nil|~|"
     r"true|false|yes|no|on|off|value|secret|password|passwd|pass|token|key|string|str|int|"
     r"integer|bool|boolean|number|required|optional|default|empty|unset|hidden|generated|"
-    r"random|user|username|read|write|none|all", re.I)
+    r"random|user|username|read|write|all", re.I)
 # A value made of words one of which says "put yours here" (your-api-key-here, token_here).
 _STAND_IN_WORDS = frozenset("your yours here example examples placeholder replace changeme "
                             "insert xxx xxxx redacted string".split())
@@ -387,8 +391,6 @@ def _sentence(v: str) -> bool:
     """Several unquoted words that read as text ("the relay's token, see below"), not a
     passphrase (three to eight words of letters): two words, a common word, a word that is
     not letters, or closing punctuation."""
-    from varaverk.text import STOPWORDS
-
     words = v.split()
     return len(words) > 1 and (v.rstrip()[-1] in ".?!:)" or not 3 <= len(words) <= 8 or any(
         w.lower().strip(",;'\"()") in STOPWORDS or not w.isalpha() for w in words))
@@ -397,8 +399,6 @@ def _sentence(v: str) -> bool:
 def _instructions(v: str) -> bool:
     """Quoted text telling what to put there ("copy secret generated from above"): four
     words or more, two of them common words."""
-    from varaverk.text import STOPWORDS
-
     words = v.lower().split()
     return len(words) >= 4 and sum(w.strip(",.;:") in STOPWORDS for w in words) >= 2
 
@@ -473,9 +473,6 @@ def _example_looking(value: str) -> bool:
 
 def _decoded(token: str) -> str | None:
     """``token`` decoded as base64 (standard or URL-safe) into printable text, or None."""
-    import base64
-    import binascii
-
     if len(token) < 8 or not re.fullmatch(r"[A-Za-z0-9+/_-]+={0,2}", token):
         return None
     padded = token.rstrip("=") + "=" * (-len(token.rstrip("=")) % 4)
