@@ -52,6 +52,7 @@ def test_a_private_key_block_keeps_line_numbers_and_the_run(tmp_path, model_serv
     log = (settings.ai_log_dir / "ai-index.log").read_text()
     assert "docs/compose.yml: line 8: masked a secret-looking value (private key)" in log
     assert "docs/compose.yml: line 17: masked a secret-looking value (POSTGRES_PASSWORD)" in log
+    assert "2 values masked (0 documentation examples)" in log  # the run's summary counts them
     with sqlite3.connect(settings.index_path) as db:
         (start, end), = db.execute("SELECT start_line, end_line FROM chunks WHERE path = ? AND "
                                    "text LIKE '%POSTGRES_PASSWORD%'", ("docs/compose.yml",))
@@ -132,5 +133,6 @@ def test_documentation_examples_get_an_info_line(tmp_path, model_server):
     assert "docs/db.md: line 7: masked a documentation example (POSTGRES_PASSWORD)" in log
     assert "docs/db.md: line 10: masked a documentation example" in log
     assert "remove it from the repository" not in log
+    assert "2 values masked (2 documentation examples)" in log
     info = json.loads(run_index(settings, "--status", "--json").stdout)
     assert info["masked"] == []  # no warning in --status: nothing to remove

@@ -71,6 +71,8 @@ class IndexReport:
         chunks_reused: chunks of changed files whose text (with context) was already in the
             index, so their stored vector was kept instead of being computed again.
         chunks_failed: chunks that got no vector; failures: ``[(path, message)]`` for them.
+        masked: values masked as secrets in the documents chunked this run (indexed lines
+            only); examples: how many of them were documentation examples.
         embed_calls: ``Embedder.embed`` calls made. head: HEAD's SHA (None: no commits).
         wrote: whether the index was written. locked: whether the lock was taken.
         force: a full rebuild. seconds: wall time of the run.
@@ -90,6 +92,8 @@ class IndexReport:
     chunks_reused: int = 0
     chunks_failed: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
+    masked: int = 0
+    examples: int = 0
     embed_calls: int = 0
     head: str | None = None
     wrote: bool = False
@@ -117,6 +121,8 @@ class IndexReport:
             parts.append(f"{self.chunks_reused} unchanged chunks reused")
         if self.chunks_failed:
             parts.append(f"{self.chunks_failed} chunks failed")
+        if self.masked:
+            parts.append(f"{self.masked} values masked ({self.examples} documentation examples)")
         verb = "rebuilt" if self.force else "refreshed" if self.wrote else "up to date"
         return f"index {verb}: " + ", ".join(parts) + f" in {self.seconds:.2f} s"
 
@@ -450,12 +456,15 @@ def _report_masked(path: str, decoded: sources.Decoded, chunks: list) -> sources
         else:
             log.warning("%s: line %d: masked a secret-looking value (%s) before indexing; "
                         "remove it from the repository", path, line, what)
-    return decoded._replace(masked=tuple(h for h in kept if not h[1].startswith(EXAMPLE)))
+    return decoded._replace(masked=kept)
 
 
 def masked_note(hits) -> str:
     """The file row's reason for a document with masked values: ``masked secret-looking
-    values on line(s) 4, 9 (DB_PASSWORD, token)``."""
+    values on line(s) 4, 9 (DB_PASSWORD, token)``; "" when all are documentation examples."""
+    hits = [(line, what) for line, what in hits if not what.startswith(EXAMPLE)]
+    if not hits:
+        return ""
     lines = sorted({line for line, _ in hits})
     whats = sorted({what for _, what in hits})
     return (f"{MASK_NOTE}{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))} "
@@ -749,6 +758,8 @@ def _chunk_entry(run: _Run, entry: _Entry, data: bytes, sha: str) -> None:
             log.info("%s: skipped: %s", entry.path, reason, extra=DETAIL)
         _skip_read(run.changes, run.report, entry, st, sha, reason, decoded.encoding)
         return
+    run.report.masked += len(decoded.masked)
+    run.report.examples += sum(what.startswith(EXAMPLE) for _, what in decoded.masked)
     run.pending.append(_Pending(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,
                                 decoded.encoding, chunks,
                                 masked_note(decoded.masked) if decoded.masked else "",
