@@ -101,3 +101,19 @@ def test_masking_time_is_linear(make):
     mask_secrets("warm up ghp_" + "a" * 36, "doc")
     small, large = cost(make(1500)), cost(make(6000))
     assert large < 10 * max(small, 0.002), (small, large)  # 4x the input: about 4x the time
+
+
+def test_any_text_is_masked_without_error_and_keeps_its_lines():
+    """Random text of the characters secrets are made of (quotes, colons, dollars, dashes,
+    base64, newlines, CR, NUL, a lone surrogate), in every kind: no exception, the same
+    number of lines, every finding on one of them."""
+    rng = random.Random(7)
+    alphabet = "aZ9=:$@/#-_ '\"`{}[]|>.\n\r\t\x00\ud800é+!*"
+    for _ in range(300):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 400)))
+        text += rng.choice(("", "-----BEGIN PRIVATE KEY-----\nQUJD", "password: >-\n  a b c"))
+        for kind in ("doc", "template", "org", "header", ""):
+            masked = mask_secrets(text, kind)
+            assert masked.text.count("\n") == text.count("\n")
+            total = text.count("\n") + 1
+            assert all(1 <= line <= total for line, _ in masked.hits + masked.examples)
