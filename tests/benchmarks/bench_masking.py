@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 from tests.support.repos import SHARED, harborlab_files
-from varaverk.secret_patterns import mask_secrets, token_shapes
+from varaverk.masking.documents import mask_secrets
+from varaverk.masking.shapes import token_shapes
 
 PROSE = (".md", ".rst", ".ronn", ".org", ".txt")
 CORPORA = ("fixtures/frigate-docs", "fixtures/synapse-docs", "fixtures/picluster-docs",

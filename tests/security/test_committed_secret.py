@@ -11,7 +11,8 @@ import pytest
 
 from tests.index.conftest import embed_inputs, make_settings, run_index
 from tests.support.repos import make_repo
-from varaverk.secret_patterns import MASK, mask_secrets
+from varaverk.masking.documents import mask_secrets
+from varaverk.masking.shapes import MASK
 
 TEMPLATE = """\
 # Notify settings template

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.security.masking_shapes import SHAPES, table_rows
-from varaverk.secret_patterns import MASK, mask_secrets, scrub
+from varaverk.masking.documents import mask_secrets
+from varaverk.masking.scrubbing import scrub
+from varaverk.masking.shapes import MASK
 
 SECRETS = [s for s in SHAPES if s.verdict != "kept"]
 KEPT = [s for s in SHAPES if s.verdict == "kept"]

@@ -2,7 +2,7 @@
 chunked (so before embedding and FTS), and the masks a chunk really holds are logged and
 recorded in the file's row (``masked_note``), where ``ai-index --status`` shows them.
 
-The masking rules are ``varaverk.secret_patterns``'s, imported only by a run that chunks a
+The masking rules are ``varaverk.masking``'s, imported only by a run that chunks a
 document (importing them compiles their patterns; the no-op refresh never needs them).
 """
 
@@ -24,7 +24,7 @@ def mask(decoded: Decoded, kind: str = "") -> Decoded:
     """The document with secret-looking values masked before chunking (so before embedding
     and FTS), every masked value in ``masked`` (documentation examples marked ``EXAMPLE``);
     ``report_masked`` keeps the indexed ones."""
-    from varaverk.secret_patterns import mask_secrets
+    from varaverk.masking.documents import mask_secrets
 
     masked = mask_secrets(decoded.text, kind)
     found = masked.hits + tuple((line, EXAMPLE + what) for line, what in masked.examples)
@@ -37,7 +37,7 @@ def report_masked(path: str, decoded: Decoded, chunks: list) -> Decoded:
     finding and must not bury the real ones."""
     if not decoded.masked:
         return decoded
-    from varaverk.secret_patterns import MASK
+    from varaverk.masking.shapes import MASK
 
     lines = decoded.text.split("\n")
     metas = repr([c.meta for c in chunks])  # front matter and org drawers: chunk metadata
@@ -75,5 +75,5 @@ def masked_note(hits) -> str:
 def masked_text(text: str, kind: str = "") -> str:
     """``text`` (a document of ``kind``) with its secret-looking values masked, as it is
     chunked."""
-    from varaverk.secret_patterns import mask_secrets
+    from varaverk.masking.documents import mask_secrets
     return mask_secrets(text, kind).text
