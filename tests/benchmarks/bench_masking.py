@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
-from tests.support.repos import SHARED, harborlab_files
+from tests.support.repos import harborlab_files, shared_files
 from varaverk.masking.documents import mask_secrets
 from varaverk.masking.shapes import token_shapes
 
@@ -33,7 +32,7 @@ def documents() -> list[tuple[str, str]]:
         except UnicodeDecodeError:
             continue
     for rel in CORPORA:
-        for path in sorted((SHARED / rel).rglob("*")) if (SHARED / rel).is_dir() else ():
+        for path in shared_files(rel):
             try:
                 text = path.read_text("utf-8")
             except (UnicodeDecodeError, OSError):
