@@ -9,7 +9,7 @@ import sqlite3
 
 from tests.index.conftest import embed_inputs, make_settings, run_index
 from tests.support.repos import make_repo
-from varaverk.index import indexer
+from varaverk.index.refresh import refresh
 
 COMPOSE = """\
 # Demo stack for the docs: a proxy with an example certificate and key.
@@ -97,7 +97,7 @@ def test_the_twelve_secrets_of_issue_21_never_reach_the_index(tmp_path, model_se
     repo = make_repo(tmp_path / "r", TWELVE)
     roam = make_repo(tmp_path / "roam", {"network.org": ORG_NOTE})
     settings = make_settings(repo, tmp_path, model_server, ai_sources=(f"roam=notes:{roam}",))
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.wrote and not report.failures
     stored = _chunks(settings) + "\n".join(embed_inputs(model_server))
     for secret in TWELVE_SECRETS + ("correct horse battery staple", "7f3c9e1a2b4d"):
