@@ -9,8 +9,10 @@ import re
 from varaverk.masking.layout import LEADING_KEY, Layout, inline_code
 from varaverk.masking.values import example_looking, key_role, key_words, secret_value
 
-
+# A YAML block or folded scalar's indicator (``|``, ``>-``, ``!!binary |``): the value is on
+# the lines below.
 BLOCK_SCALAR = re.compile(r"(!\S+\s+)?[|>][+-]?\d*[+-]?")
+
 
 # -- blocks over several lines ----------------------------------------------------------------
 

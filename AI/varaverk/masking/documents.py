@@ -38,6 +38,7 @@ class MaskedText(NamedTuple):
     examples: tuple[tuple[int, str], ...] = ()
 
 
+# Names under which a high-entropy string is public: digests, ids, signatures, public keys.
 _PUBLIC_WORDS = frozenset(
     "id ids uuid guid hash hashes digest digests checksum checksums sum sha sha1 sha256 sha512 "
     "md5 fingerprint fingerprints signature signatures sig integrity etag public pub pubkey "
@@ -59,7 +60,6 @@ _MAX_VALUE = 512
 _SHELL_WORD = re.compile(r"[^\s\"'`,;&)}\]]*")
 _QUERY_VALUE = re.compile(r"[^\s\"'`&#]*")
 _QUOTED = {q: re.compile(q + r"((?:[^" + q + r"\\\n]|\\.)*)" + q) for q in "\"'"}
-
 _SSH_PUBLIC = re.compile(r"\b(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh"
                          r"\.com)\s+AAAA[A-Za-z0-9+/]+=*")
 _SOPS = re.compile(r"ENC\[[A-Z0-9_]+,data:[^\]]*\]")

@@ -15,6 +15,7 @@ from varaverk.masking.values import key_words
 # example.
 PROSE_KINDS = frozenset({"readme", "manual", "doc", "note", "org", "chat", "header"})
 
+
 # -- where a line stands in its document --------------------------------------------------------
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -22,7 +23,6 @@ _ORG_BLOCK = re.compile(r"^\s*#\+(begin|end)_(src|example)\b", re.I)
 DRAWER_LINE = re.compile(r"^\s*:[A-Za-z_][\w+-]*:(\s|$)")
 LEADING_KEY = re.compile(r"^(\s*)(?:-\s+)?[\"']?([^\"':\s{}\[\]][^\"':{}\[\]]{0,80}?)[\"']?"
                          r"\s*:(?:\s|$)")
-# Names under which a high-entropy string is public: digests, ids, signatures, public keys.
 
 
 class Layout:
