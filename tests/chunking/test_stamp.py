@@ -1,14 +1,26 @@
-"""The re-chunk stamp covers the whole documents package and the masking rules."""
+"""The re-chunk stamp covers the whole documents package and the whole masking package."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from varaverk import secret_patterns
+import pytest
+
+from varaverk import masking
 from varaverk.documents import chunking, stamp
 
 DOCUMENTS = Path(chunking.__file__).parent
+MASKING = Path(masking.__file__).parent
+MASKING_MODULES = sorted(p.name for p in MASKING.glob("*.py"))
+
+
+def _copies(tmp_path: Path) -> tuple[Path, Path]:
+    """Copies of both stamped packages under their own names."""
+    ignore = shutil.ignore_patterns("__pycache__")
+    documents = shutil.copytree(DOCUMENTS, tmp_path / "documents", ignore=ignore)
+    rules = shutil.copytree(MASKING, tmp_path / "masking", ignore=ignore)
+    return Path(documents), Path(rules)
 
 
 def test_the_stamp_is_eight_hex_digits_and_steady():
@@ -17,9 +29,16 @@ def test_the_stamp_is_eight_hex_digits_and_steady():
     assert stamp.chunker_stamp() == first
 
 
+def test_the_stamp_reads_the_documents_and_the_masking_packages():
+    assert [p.resolve() for p in stamp.STAMPED_PACKAGES] == [DOCUMENTS.resolve(),
+                                                            MASKING.resolve()]
+    assert stamp.chunker_stamp() == stamp.code_stamp(DOCUMENTS, MASKING)
+    assert {"shapes.py", "values.py", "layout.py", "blocks.py", "documents.py",
+            "scrubbing.py"} <= set(MASKING_MODULES)
+
+
 def test_adding_a_module_to_the_documents_package_changes_the_stamp(tmp_path):
-    copy = tmp_path / "documents"
-    shutil.copytree(DOCUMENTS, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    copy, _ = _copies(tmp_path)
     before = stamp.code_stamp(copy)
     assert before == stamp.code_stamp(DOCUMENTS)
     (copy / "wiki_pages.py").write_text("")  # a new chunker, even an empty one
@@ -29,17 +48,25 @@ def test_adding_a_module_to_the_documents_package_changes_the_stamp(tmp_path):
     assert stamp.code_stamp(copy) not in (before, added)
 
 
-def test_a_change_to_a_chunker_or_to_the_masking_rules_changes_the_stamp(tmp_path):
-    copy = tmp_path / "documents"
-    shutil.copytree(DOCUMENTS, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    rules = tmp_path / "secret_patterns.py"
-    shutil.copy(secret_patterns.__file__, rules)
-    before = stamp.code_stamp(copy, [rules])
-    with (copy / "markdown_sections.py").open("a") as fh:
+def test_adding_or_moving_a_masking_module_changes_the_stamp(tmp_path):
+    documents, rules = _copies(tmp_path)
+    before = stamp.code_stamp(documents, rules)
+    assert before == stamp.chunker_stamp()
+    (rules / "vendor_shapes.py").write_text("")  # a new masking module, even an empty one
+    added = stamp.code_stamp(documents, rules)
+    assert added != before
+    (rules / "vendor_shapes.py").rename(documents / "vendor_shapes.py")  # moved, same bytes
+    assert stamp.code_stamp(documents, rules) not in (before, added)
+
+
+@pytest.mark.parametrize("module", MASKING_MODULES)
+def test_a_change_to_a_chunker_or_to_any_masking_module_changes_the_stamp(tmp_path, module):
+    documents, rules = _copies(tmp_path)
+    before = stamp.code_stamp(documents, rules)
+    with (documents / "markdown_sections.py").open("a") as fh:
         fh.write("\n# a new rule\n")
-    edited = stamp.code_stamp(copy, [rules])
+    edited = stamp.code_stamp(documents, rules)
     assert edited != before
-    with rules.open("a") as fh:
+    with (rules / module).open("a") as fh:
         fh.write("\n# a new pattern\n")
-    assert stamp.code_stamp(copy, [rules]) != edited
-    assert stamp._MASKING_RULES.samefile(secret_patterns.__file__)  # the one chunker_stamp reads
+    assert stamp.code_stamp(documents, rules) not in (before, edited)

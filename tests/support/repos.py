@@ -31,6 +31,13 @@ def shared_corpus(rel: str) -> Path:
     return path
 
 
+def shared_files(rel: str) -> list[Path]:
+    """Every file under ``SHARED/rel`` in path order; [] when it is absent (a benchmark
+    measures the corpora at hand instead of skipping)."""
+    path = SHARED / rel
+    return sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else []
+
+
 @functools.cache
 def harborlab_files() -> dict[str, bytes]:
     """Every file of the harborlab fixture (relative path -> bytes), read from its archive;

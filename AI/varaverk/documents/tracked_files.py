@@ -379,7 +379,7 @@ class Decoded(NamedTuple):
         encoding: ``utf-8``, ``utf-8-sig``, ``cp1252`` or ``latin-1``; ``binary`` when skipped.
         warning: a message for the log when the file needed a fallback, else empty.
         masked: ``(line, what)`` per value the indexer masked as a secret before chunking
-            (``varaverk.secret_patterns.mask_secrets``); empty as decoded.
+            (``varaverk.masking.documents.mask_secrets``); empty as decoded.
     """
 
     text: str | None

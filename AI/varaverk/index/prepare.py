@@ -62,7 +62,7 @@ def decode_and_chunk(entry: Entry, data: bytes, count_tokens, max_tokens: int,
         log.warning("%s: %s", entry.path, decoded.warning)
     from varaverk.documents.chunking import chunk_document
 
-    decoded = mask(decoded)
+    decoded = mask(decoded, entry.kind)
     titles = links() if links is not None and entry.kind in NOTE_KINDS else None
     chunks = chunk_document(entry.path, entry.kind, decoded.text, max_tokens=max_tokens,
                             count_tokens=count_tokens, links=titles)
@@ -109,4 +109,4 @@ def _note_text(root: Path, entry: Entry) -> str | None:
     decoded = tracked_files.decode(data) if data is not None else None
     if decoded is None or decoded.text is None:
         return None
-    return masked_text(decoded.text)
+    return masked_text(decoded.text, entry.kind)

@@ -43,7 +43,7 @@ from varaverk.index.change_detection import (configured_embedder, needs_work, ra
 from varaverk.index.classify import VERDICTS_META, Entry, Listed, head_key, heads_moved, list_all
 from varaverk.index.prepare import LinkTitles, decode_and_chunk, read_document, sha256
 from varaverk.index.report import IndexReport
-from varaverk.index.secret_masks import masked_note
+from varaverk.index.secret_masks import EXAMPLE, masked_note
 from varaverk.index.store.compatibility import check_compatible, names_other_embedder
 from varaverk.index.store.errors import IndexCorrupt, IndexMissing
 from varaverk.index.store.index import Index
@@ -306,6 +306,8 @@ def _chunk_entry(run: _Run, entry: Entry, data: bytes, sha: str) -> None:
             log.info("%s: skipped: %s", entry.path, reason, extra=DETAIL)
         _skip_read(run.changes, run.report, entry, st, sha, reason, decoded.encoding)
         return
+    run.report.masked += len(decoded.masked)
+    run.report.examples += sum(what.startswith(EXAMPLE) for _, what in decoded.masked)
     run.pending.append(_Pending(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,
                                 decoded.encoding, chunks,
                                 masked_note(decoded.masked) if decoded.masked else "",

@@ -23,6 +23,8 @@ class IndexReport:
         chunks_reused: chunks of changed files whose text (with context) was already in the
             index, so their stored vector was kept instead of being computed again.
         chunks_failed: chunks that got no vector; failures: ``[(path, message)]`` for them.
+        masked: values masked as secrets in the documents chunked this run (indexed lines
+            only); examples: how many of them were documentation examples.
         embed_calls: ``Embedder.embed`` calls made. head: HEAD's SHA (None: no commits).
         wrote: whether the index was written. locked: whether the lock was taken.
         force: a full rebuild. seconds: wall time of the run.
@@ -42,6 +44,8 @@ class IndexReport:
     chunks_reused: int = 0
     chunks_failed: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
+    masked: int = 0
+    examples: int = 0
     embed_calls: int = 0
     head: str | None = None
     wrote: bool = False
@@ -69,5 +73,7 @@ class IndexReport:
             parts.append(f"{self.chunks_reused} unchanged chunks reused")
         if self.chunks_failed:
             parts.append(f"{self.chunks_failed} chunks failed")
+        if self.masked:
+            parts.append(f"{self.masked} values masked ({self.examples} documentation examples)")
         verb = "rebuilt" if self.force else "refreshed" if self.wrote else "up to date"
         return f"index {verb}: " + ", ".join(parts) + f" in {self.seconds:.2f} s"

@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 
 from varaverk.answering.profiles import (CONF_LOOKUP, INCIDENTS, LIVE_HEALTH, RUN_EVIDENCE,
                                          SCOPED_LOG, CapabilityDenied)
+from varaverk.masking.scrubbing import scrub
 
 from .bug_filing import BugReportInvalid, draft_bug_report, save_bug_report
 from .conf_lookup import ConfKeyNotAllowed, ConfValue, conf_block, conf_lookup, keys_in_text
 from .health import HealthReport, live_health
 from .incidents import recent_incidents
-from .redaction import conf_path, known_secrets, scrub
+from .redaction import conf_path, known_secrets
 from .run_evidence import run_evidence, run_evidence_block
 from .scoped_log import (LogAccessDenied, LogExcerpt, LogNotFound, issue_queries, list_logs,
                          read_log)

@@ -24,8 +24,9 @@ from pathlib import Path
 from varaverk import gitrepo
 from varaverk.atomic_files import write_atomic
 from varaverk.answering.profiles import BUG_FILING
+from varaverk.masking.scrubbing import scrub
 
-from .redaction import known_secrets, scrub
+from .redaction import known_secrets
 
 log = logging.getLogger("varaverk.answering.capabilities")
 

@@ -8,7 +8,8 @@ Two layers, both applied to every block, query and log line the capabilities pro
      the passwords inside URLs there, and the secret settings (``AI_OPENAI_API_KEY``,
      ``AI_DOCK_TOKEN``, ``AI_FLEET_TOKEN``). Each occurrence becomes ``[redacted]`` wherever it
      appears (a log line that echoes a token included).
-  2. Shapes of secrets (``varaverk.secret_patterns``, shared with the indexer's masking):
+  2. Shapes of secrets (``varaverk.masking.scrubbing.scrub``, which applies the indexer's
+     masking of documents first):
      pairs under a secret key in any quoting, ``mysql -pX``, credentials in URLs, ``Bearer``,
      private-key blocks, vendor token shapes and high-entropy strings.
 """
@@ -24,9 +25,7 @@ from typing import Iterable
 from dotenv import dotenv_values
 
 from varaverk.config import SECRET_KEYS
-from varaverk.secret_patterns import (REDACTED, URL_CREDS, entropy_bits,  # noqa: F401
-                                      key_looks_secret, looks_random, mask_url_credentials,
-                                      scrub, value_looks_secret)
+from varaverk.masking.shapes import URL_CREDS, key_looks_secret, value_looks_secret
 
 
 def whitelist_patterns(patterns) -> tuple[str, ...]:
