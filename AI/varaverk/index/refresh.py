@@ -46,7 +46,9 @@ from varaverk.index.report import IndexReport
 from varaverk.index.secret_masks import masked_note
 from varaverk.index.store.compatibility import check_compatible, names_other_embedder
 from varaverk.index.store.errors import IndexCorrupt, IndexMissing
+from varaverk.index.store.health import file_damage
 from varaverk.index.store.index import Index
+from varaverk.index.store.location import discard_unwritten, move_aside
 from varaverk.index.store.records import FileRow, FileState, IndexChanges
 from varaverk.locking import index_lock
 from varaverk.logs import DETAIL
@@ -77,8 +79,12 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
     Returns:
         An ``IndexReport``.
 
+    A damaged index file is moved aside by ``force`` (``_set_aside_if_damaged``), else
+    refused with ``IndexDamaged``. A first build that fails leaves no index file behind.
+
     Raises:
         IndexMismatch: the index holds vectors of another backend/model/dimension (not force).
+        IndexDamaged: the index file is damaged (not force).
         LockBusy: another run held the lock past ``AI_INDEX_LOCK_TIMEOUT``.
         EmbeddingUnavailable: no embedding server reachable (nothing written).
         SourcesError: the repository cannot be listed.
@@ -92,16 +98,39 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
     factory = _embedder_factory(settings, embedder)
     with (lock() if lock is not None else _default_lock(settings)):
         report.locked = True
-        with Index.open(Path(settings.index_path)) as idx:
-            run = _Run(settings, idx, None, factory, force, progress, report, started,
-                       states={} if force else idx.file_states(), meta=idx.meta(), stamp=stamp,
-                       changes=IndexChanges(replace_all=force))
-            # --force (no states) decides every kind afresh.
-            run.listing, run.entries = list_all(settings, matcher,
-                                                None if force else run.states, run.meta)
-            run.links = LinkTitles(run.entries, run.listing.root)
-            _refresh_locked(run)
+        if force:
+            report.moved_aside = _set_aside_if_damaged(Path(settings.index_path))
+        path = Path(settings.index_path)
+        fresh = not path.exists()
+        try:
+            with Index.open(path) as idx:
+                run = _Run(settings, idx, None, factory, force, progress, report, started,
+                           states={} if force else idx.file_states(), meta=idx.meta(),
+                           stamp=stamp, changes=IndexChanges(replace_all=force))
+                # --force (no states) decides every kind afresh.
+                run.listing, run.entries = list_all(settings, matcher,
+                                                    None if force else run.states, run.meta)
+                run.links = LinkTitles(run.entries, run.listing.root)
+                _refresh_locked(run)
+        finally:
+            # A first build that wrote nothing (failed, or interrupted) leaves no index.
+            if fresh and not report.wrote:
+                discard_unwritten(path)
     return report
+
+
+def _set_aside_if_damaged(path: Path) -> str:
+    """Before a forced rebuild: move a damaged index file aside (``move_aside``, never
+    deleted) and say where; "" when the file is sound or absent."""
+    if not path.is_file():
+        return ""
+    finding = file_damage(str(path))
+    if finding is None:
+        return ""
+    moved = move_aside(path)
+    log.warning("the index %s is damaged (%s): moved the damaged index aside to %s; "
+                "rebuilding", path, finding, moved)
+    return str(moved)
 
 
 def _up_to_date(settings, matcher: tracked_files.KindMatcher, stamp: str, report: IndexReport,
@@ -385,6 +414,7 @@ def _has_changes(run: _Run) -> bool:
     """Whether the locked pass has anything to write (rows, chunks, HEAD or settings moved)."""
     changes = run.changes
     return bool(changes.file_rows or changes.delete_paths or changes.new_chunks or run.force
+                or "generation" not in run.meta  # never written: a first build always writes
                 or heads_moved(run.listing, run.meta)
                 or run.meta.get(VERDICTS_META) != run.listing.glob_verdicts
                 or names_other_embedder(run.meta, *configured_embedder(run.settings)))

@@ -26,6 +26,7 @@ class IndexReport:
         embed_calls: ``Embedder.embed`` calls made. head: HEAD's SHA (None: no commits).
         wrote: whether the index was written. locked: whether the lock was taken.
         force: a full rebuild. seconds: wall time of the run.
+        moved_aside: where ``--force`` moved a damaged index file ("" when it did not).
         timings: seconds per phase of a run that had work: ``prepare`` (list, stat, read,
             decode, chunk), ``embed``, ``write`` (the one transaction).
     """
@@ -47,6 +48,7 @@ class IndexReport:
     wrote: bool = False
     locked: bool = False
     force: bool = False
+    moved_aside: str = ""
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
 

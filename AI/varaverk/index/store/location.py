@@ -97,3 +97,29 @@ def move_aside(path: str | os.PathLike) -> Path:
             os.replace(extra, Path(str(target) + side))
     os.replace(path, target)
     return target
+
+
+def discard_unwritten(path: str | os.PathLike) -> bool:
+    """Remove the index file at ``path`` (with its ``-wal`` and ``-shm``) when no run ever
+    finished writing it (no ``generation`` in its ``meta``): what a failed first build
+    leaves. Call it under the index lock. Returns whether it removed anything."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    uri = "file:" + quote(os.path.abspath(path), safe="/") + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            written = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() and \
+                conn.execute("SELECT 1 FROM meta WHERE key = 'generation'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return False  # not ours to judge: leave it for --status and --force
+    if written:
+        return False
+    for side in SIDE_FILES:
+        Path(str(path) + side).unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+    return True
