@@ -49,7 +49,8 @@ from varaverk.index.store.errors import IndexCorrupt, IndexMissing
 from varaverk.index.store.health import file_damage
 from varaverk.index.store.index import Index
 from varaverk.index.store.location import discard_unwritten, move_aside
-from varaverk.index.store.records import FileRow, FileState, IndexChanges
+from varaverk.index.store.records import (UNKNOWN_STAT, FileState, IndexChanges, file_row,
+                                          stat_key)
 from varaverk.locking import index_lock
 from varaverk.logs import DETAIL
 from varaverk.named_sources import DEFAULT_SOURCE
@@ -199,8 +200,7 @@ class _Pending:
 
     path: str
     kind: str
-    size: int
-    mtime_ns: int
+    stat: tuple  # stat_key of the file as read
     sha256: str
     encoding: str
     chunks: list  # list[Chunk]
@@ -286,8 +286,8 @@ def _scan_entry(run: _Run, entry: Entry) -> None:
     if data is None:
         run.report.skipped.append((entry.path, reason))
         run.changes.replace_chunks_of.append(entry.path)
-        run.changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped",
-                                             reason, source=entry.source))
+        run.changes.file_rows.append(file_row(entry.path, entry.kind, UNKNOWN_STAT, "",
+                                              "skipped", reason, source=entry.source))
         return
     run.report.files_read += 1
     sha = sha256(data)
@@ -308,8 +308,8 @@ def _record_skip(run: _Run, entry: Entry, stored: FileState | None) -> None:
     suffix = "; its chunks are removed" if stored and stored.chunk_count else ""
     log.info("%s: skipped: %s%s", entry.path, entry.reason, suffix, extra=DETAIL)
     run.changes.replace_chunks_of.append(entry.path)
-    run.changes.file_rows.append(FileRow(entry.path, entry.kind, *skip_stat(entry), "",
-                                         "skipped", entry.reason, source=entry.source))
+    run.changes.file_rows.append(file_row(entry.path, entry.kind, skip_stat(entry), "",
+                                          "skipped", entry.reason, source=entry.source))
 
 
 def _record_same_content(run: _Run, entry: Entry, stored: FileState, sha: str) -> None:
@@ -318,10 +318,9 @@ def _record_same_content(run: _Run, entry: Entry, stored: FileState, sha: str) -
         run.report.skipped.append((entry.path, stored.reason))
     else:
         run.report.rehashed += 1
-    st = entry.st
-    run.changes.file_rows.append(FileRow(entry.path, entry.kind, st.st_size, st.st_mtime_ns,
-                                         sha, stored.status, stored.reason, stored.chunk_count,
-                                         stored.encoding, entry.source))
+    run.changes.file_rows.append(file_row(entry.path, entry.kind, stat_key(entry.st), sha,
+                                          stored.status, stored.reason, stored.chunk_count,
+                                          stored.encoding, entry.source))
 
 
 def _chunk_entry(run: _Run, entry: Entry, data: bytes, sha: str) -> None:
@@ -335,7 +334,7 @@ def _chunk_entry(run: _Run, entry: Entry, data: bytes, sha: str) -> None:
             log.info("%s: skipped: %s", entry.path, reason, extra=DETAIL)
         _skip_read(run.changes, run.report, entry, st, sha, reason, decoded.encoding)
         return
-    run.pending.append(_Pending(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,
+    run.pending.append(_Pending(entry.path, entry.kind, stat_key(st), sha,
                                 decoded.encoding, chunks,
                                 masked_note(decoded.masked) if decoded.masked else "",
                                 entry.source))
@@ -346,8 +345,8 @@ def _skip_read(changes: IndexChanges, report: IndexReport, entry: Entry, st, sha
     """Record a document that was read but yields nothing (binary, no header, empty)."""
     report.skipped.append((entry.path, reason))
     changes.replace_chunks_of.append(entry.path)
-    changes.file_rows.append(FileRow(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,
-                                     "skipped", reason, 0, encoding, entry.source))
+    changes.file_rows.append(file_row(entry.path, entry.kind, stat_key(st), sha, "skipped",
+                                      reason, 0, encoding, entry.source))
 
 
 def _record_deletions(run: _Run, entries: list[Entry]) -> None:
@@ -400,14 +399,14 @@ def _record_embedded(run: _Run, item: _Pending, vectors: dict, failures: dict) -
         log.warning("%s: %s", item.path, reason)
         run.report.failures.extend((item.path, msg) for msg in failed)
         # size -1: the next run re-reads and re-embeds this file.
-        run.changes.file_rows.append(FileRow(item.path, item.kind, -1, -1, "", "partial",
-                                             reason, len(stored_chunks), item.encoding,
-                                             item.source))
+        run.changes.file_rows.append(file_row(item.path, item.kind, UNKNOWN_STAT, "",
+                                              "partial", reason, len(stored_chunks),
+                                              item.encoding, item.source))
     else:
         run.report.indexed += 1
-        run.changes.file_rows.append(FileRow(item.path, item.kind, item.size, item.mtime_ns,
-                                             item.sha256, "indexed", item.note,
-                                             len(stored_chunks), item.encoding, item.source))
+        run.changes.file_rows.append(file_row(item.path, item.kind, item.stat, item.sha256,
+                                              "indexed", item.note, len(stored_chunks),
+                                              item.encoding, item.source))
 
 
 def _has_changes(run: _Run) -> bool:

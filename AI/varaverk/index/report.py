@@ -14,7 +14,7 @@ class IndexReport:
     Attributes:
         tracked: paths ``git ls-files`` listed. documents: of those, of a documentation kind.
         indexed: documents read, chunked and embedded this run.
-        unchanged: documents skipped because size and mtime_ns had not moved (not read).
+        unchanged: documents skipped because their stat had not moved (not read).
         rehashed: documents read because their mtime moved, found identical by hash (not
             re-embedded).
         skipped: ``[(path, reason)]`` for tracked paths not indexed (all of them, every run).

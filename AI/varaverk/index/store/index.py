@@ -154,8 +154,8 @@ class Index:
         """``path -> FileState`` for every stored file (one query; for change detection)."""
         with self._lock:
             return {row[0]: FileState(*row[1:]) for row in self._conn.execute(
-                "SELECT path, size, mtime_ns, sha256, status, reason, kind, chunk_count, encoding"
-                " FROM files")}
+                "SELECT path, size, mtime_ns, sha256, status, reason, kind, chunk_count, encoding,"
+                " ctime_ns, inode, device FROM files")}
 
     @_guarded
     def vector_table(self) -> VectorTable:
