@@ -29,6 +29,7 @@ from typing import Mapping
 
 from varaverk import exitcodes
 from varaverk.errors import VaraverkError
+from varaverk.index.store.location import index_file
 
 
 class ConfigError(VaraverkError, ValueError):
@@ -216,8 +217,9 @@ class Settings:
 
     @property
     def index_path(self) -> Path:
-        """The SQLite index file: ``AI_DATA_DIR/index.sqlite``."""
-        return self.ai_data_dir / "index.sqlite"
+        """This repository's SQLite index file under ``AI_DATA_DIR`` (one per repository:
+        ``varaverk.index.store.location.index_file``)."""
+        return index_file(self.ai_data_dir, self.ai_repo_root)
 
     @property
     def conf_file(self) -> Path:

@@ -36,7 +36,7 @@
 # OPERATIONAL SAFEGUARDS
 #   Index Lock Against Overlapping Runs
 #     Two index runs never overlap: a run that has something to write holds an exclusive file
-#     lock on <index>.lock (AI_DATA_DIR/index.sqlite.lock) for its whole run and records its
+#     lock on <index>.lock (beside the repository's index file) for its whole run and records its
 #     pid, host, start time and command beside it. A second run, for example a cron refresh
 #     starting during a manual --force rebuild, waits up to AI_INDEX_LOCK_TIMEOUT seconds and
 #     then exits with code 75, naming the run that holds the lock. The kernel releases the
@@ -72,8 +72,8 @@
 #     More git work trees indexed beside it, NAME=TYPE:PATH (TYPE repo, notes or chats),
 #     each only from its own git ls-files; one index, each chunk naming its source.
 #   AI_DATA_DIR
-#     Folder of the index file index.sqlite and its lock (default:
-#     ~/.local/share/varaverk).
+#     Folder of the index files, one per repository (indexes/<name>-<hash>.sqlite, keyed by
+#     the repository's resolved path), and their locks (default: ~/.local/share/varaverk).
 #   AI_LOG_DIR
 #     Folder of ai-index.log, rotated at 1 MiB (default: ~/.local/state/varaverk/log).
 #   AI_EMBED_BACKEND
@@ -245,8 +245,8 @@ def _status(settings, args) -> int:
     if args.json:
         return _print_json(info)
     meta, behind = info["meta"], info["behind"]
-    print(f"index: {info['path']} ({info['size_bytes'] / 1024:.0f} KiB, "
-          f"schema {meta.get('schema_version', '?')})")
+    print(f"index: {info['path']} of repository {meta.get('repo_root') or '?'} "
+          f"({info['size_bytes'] / 1024:.0f} KiB, schema {meta.get('schema_version', '?')})")
     print(f"repository: {info['repository']['root']} "
           f"({info['repository']['tracked']} tracked files)")
     _print_sources(info.get("sources") or [])

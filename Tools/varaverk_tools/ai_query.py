@@ -64,7 +64,7 @@
 #   AI_ENABLED
 #     false (the default) allows --search only; true allows generation.
 #   AI_DATA_DIR
-#     Where the index lives (AI_DATA_DIR/index.sqlite), written by ai-index.
+#     Where the indexes live, one per repository (AI_DATA_DIR/indexes/), written by ai-index.
 #   AI_EMBED_BACKEND, AI_EMBED_MODEL
 #     Must match the index; the local default embeds the question offline.
 #   AI_GEN_BACKEND, AI_GEN_MODEL, AI_OLLAMA_HOSTS, AI_OPENAI_BASE_URL

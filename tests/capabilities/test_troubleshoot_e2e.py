@@ -30,7 +30,7 @@ def indexed(harborlab_pristine, tmp_path_factory):
     data = tmp_path_factory.mktemp("ts-index")
     s = _settings(harborlab_pristine, data, server, data / "logs")
     refresh(s, progress=False)
-    yield harborlab_pristine, data / "index.sqlite", server
+    yield harborlab_pristine, s.index_path, server
     server.stop()
 
 

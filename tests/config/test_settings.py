@@ -40,7 +40,8 @@ def test_conf_values_are_typed_and_literal(tmp_path):
     assert s.ai_ollama_hosts == ("http://gpu-box:11434", "http://127.0.0.1:11434")
     assert s.ai_gen_model == "$(rm -rf /)"
     assert s.ai_data_dir == tmp_path.resolve() / "state" / "data"
-    assert s.index_path == s.ai_data_dir / "index.sqlite"
+    assert s.index_path.parent == s.ai_data_dir / "indexes"  # one index per repository
+    assert s.index_path.name.startswith(tmp_path.resolve().name + "-")
 
 
 def test_environment_overrides_the_file(tmp_path):

@@ -42,8 +42,8 @@ def test_status_is_behind_for_a_changed_file_as_ai_index_says(tmp_path, model_se
 def test_status_of_a_broken_index_names_the_fix(tmp_path, model_server):
     repo = make_repo(tmp_path / "r", {"README.md": "# R\nText.\n"})
     settings = base_settings(repo, tmp_path / "data", model_server)
-    settings.ai_data_dir.mkdir(parents=True)
+    settings.index_path.parent.mkdir(parents=True)
     settings.index_path.write_bytes(b"not a database" * 100)
     body = _client(settings).get("/api/status").get_json()
     assert body["present"] is False
-    assert "is not a usable index" in body["message"] and "move the file away" in body["message"]
+    assert "is damaged" in body["message"] and "ai-index --force" in body["message"]

@@ -102,7 +102,7 @@ def test_gates_stop_the_index_but_not_the_pull(tmp_path, remote, changes, gate, 
 def test_index_failure_is_not_fatal_and_the_old_index_stays(tmp_path, remote):
     upstream, _, local = remote
     settings = _settings(tmp_path, local)
-    settings.ai_data_dir.mkdir(parents=True)
+    settings.index_path.parent.mkdir(parents=True)
     settings.index_path.write_bytes(b"previous index")
     _push(upstream, {"README.md": "changed\n"})
 

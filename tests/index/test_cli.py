@@ -76,7 +76,7 @@ def test_status_without_index_exits_66_and_writes_nothing(tmp_path, model_server
     repo = make_repo(tmp_path / "r", {"README.md": "# R\n"})
     settings = make_settings(repo, tmp_path, model_server)
     proc = run_index(settings, "--status")
-    assert proc.returncode == exitcodes.NO_INDEX and "run ai-index first" in proc.stderr
+    assert proc.returncode == exitcodes.NO_INDEX and "no index yet" in proc.stderr
     proc = run_index(settings, "--status", "--json")
     assert proc.returncode == exitcodes.NO_INDEX and json.loads(proc.stdout)["exists"] is False
     assert not (tmp_path / "data").exists() and not (tmp_path / "log").exists()

@@ -44,14 +44,14 @@ def test_a_broken_index_file_exits_66_from_every_command(tmp_path):
 
     repo = make_repo(tmp_path / "r", {"README.md": "# R\nText.\n"})
     settings = make_settings(repo, tmp_path)
-    settings.ai_data_dir.mkdir(parents=True)
+    settings.index_path.parent.mkdir(parents=True)
     settings.index_path.write_bytes(b"not a database at all" * 100)
     for proc in (run_index(settings), run_index(settings, "--status"),
                  subprocess.run([sys.executable, str(QUERY), "--search", "x"],
                                 env=cli_env(settings), capture_output=True, text=True,
                                 timeout=120)):
         assert proc.returncode == exitcodes.NO_INDEX, proc.stderr
-        assert "is not a usable index" in proc.stderr and "move the file away" in proc.stderr
+        assert "is damaged" in proc.stderr and "ai-index --force" in proc.stderr
         assert "Traceback" not in proc.stderr
 
 
@@ -59,7 +59,7 @@ def test_an_unexpected_failure_leaves_its_traceback_in_the_log(tmp_path):
     repo = make_repo(tmp_path / "r", {"README.md": "# R\nText.\n"})
     settings = make_settings(repo, tmp_path)
     # A folder where the index file should be: SQLite fails in a way nothing anticipates.
-    (settings.ai_data_dir / "index.sqlite").mkdir(parents=True)
+    settings.index_path.mkdir(parents=True)
     proc = run_index(settings)
     assert proc.returncode == exitcodes.FAILURE, proc.stderr
     log_file = settings.ai_log_dir / "ai-index.log"

@@ -16,7 +16,7 @@ from varaverk.answering.answer import TurnRequest, run_turn
 from varaverk.documents.chunks import Chunk
 from varaverk.index.store.index import Index
 from varaverk.index.store.records import IndexChanges
-from varaverk.index.store.schema import MIGRATIONS, split_sql
+from varaverk.index.store.schema import MIGRATIONS, SCHEMA_VERSION, split_sql
 
 RESTIC = "how many daily weekly and monthly restic snapshots are kept retention"
 
@@ -99,7 +99,7 @@ def test_an_index_of_the_first_schema_migrates_with_its_chunks_searchable(tmp_pa
     conn.commit()
     conn.close()
     with Index.open(path) as idx:
-        assert idx.meta()["schema_version"] == "2"
+        assert idx.meta()["schema_version"] == str(SCHEMA_VERSION)
         [(cid, _)] = idx.fts_search("photos", 5)
         [chunk] = idx.get_chunks([cid])
         assert chunk.source == "repo" and chunk.text == "mirror the photos"

@@ -225,8 +225,8 @@ def test_ai_eval_runs_several_corpora_and_reuses_vectors(tmp_path, capsys):
     assert "### mover.jsonl on mover" in out and "### docs.jsonl on docs" in out
     assert "### macro average over 2 corpora" in out
     assert "| ours | overall | 2 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 | 1.000 | 0.000 |" in out
-    assert (tmp_path / "eval" / "mover" / "index.sqlite").is_file()
-    assert (tmp_path / "eval" / "docs" / "index.sqlite").is_file()
+    assert len(list((tmp_path / "eval" / "mover" / "indexes").glob("*.sqlite"))) == 1
+    assert len(list((tmp_path / "eval" / "docs" / "indexes").glob("*.sqlite"))) == 1
     assert (tmp_path / "eval" / "vectors.sqlite").is_file()
     assert main(args + ["--json"]) == 0
     result = json.loads(capsys.readouterr().out)

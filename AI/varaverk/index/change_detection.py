@@ -1,8 +1,11 @@
 """Change detection: which tracked paths changed since the index stored them, by ``lstat``
 only, and whether a refresh has any work at all.
 
-A document whose stored size, mtime_ns and kind still match is unchanged without being read,
-unless it is racy (git's rule, ``racy``): then it is read and hashed. A change of the chunkers
+As git does: a document whose stored size, mtime, ctime, inode, device (``stat_key``) and
+kind still match is unchanged without being read, unless it is racy (git's rule, ``racy``);
+any difference re-hashes it, and an equal hash costs no embedding. ctime is what catches an
+edit whose mtime was put back (``touch -r``, ``cp -p``): no user tool can set it; the inode
+catches a file replaced by a rename or a restore. A change of the chunkers
 (``varaverk.documents.stamp.chunker_stamp``), of the globs' verdicts, of a source's HEAD or of
 the embedder the settings name also makes work.
 """
@@ -14,7 +17,7 @@ from pathlib import Path
 from varaverk.index.classify import VERDICTS_META, Entry, Listed, heads_moved
 from varaverk.index.prepare import read_document, sha256
 from varaverk.index.store.compatibility import names_other_embedder
-from varaverk.index.store.records import FileState
+from varaverk.index.store.records import UNKNOWN_STAT, FileState, stat_key
 
 
 # Git's racy-timestamp rule: a file whose stored mtime is not older than the start of the run
@@ -42,24 +45,25 @@ def _same_bytes(root: Path, entry: Entry, stored: FileState) -> bool:
 
 
 def stat_unchanged(entry: Entry, stored: FileState | None) -> bool:
-    """A readable document whose stored size, mtime_ns and kind match (no read needed unless
-    it is racy: ``racy``)."""
+    """A readable document whose stored stat (``stat_key``: size, mtime, ctime, inode,
+    device) and kind match (no read needed unless it is racy: ``racy``)."""
     if stored is None or entry.st is None:
         return False
     return (stored.status != "partial" and stored.kind == entry.kind
-            and stored.size == entry.st.st_size and stored.mtime_ns == entry.st.st_mtime_ns)
+            and stored.stat_key() == stat_key(entry.st))
 
 
 def skip_unchanged(entry: Entry, stored: FileState | None) -> bool:
     """A path skipped before the read (not a doc, submodule, symlink...) stored as such; a
-    sniffed script candidate (``entry.st`` set) also by size and mtime."""
+    sniffed script candidate (``entry.st`` set) also by its stat (``stat_key``)."""
     return stored is not None and stored.status == "skipped" and stored.reason == entry.reason \
-        and stored.kind == entry.kind and skip_stat(entry) == (stored.size, stored.mtime_ns)
+        and stored.kind == entry.kind and skip_stat(entry) == stored.stat_key()
 
 
-def skip_stat(entry: Entry) -> tuple[int, int]:
-    """The size and mtime a skip row stores: -1, -1 unless the path was sniffed (``_sniffed``)."""
-    return (entry.st.st_size, entry.st.st_mtime_ns) if entry.st is not None else (-1, -1)
+def skip_stat(entry: Entry) -> tuple[int, int, int, int, int]:
+    """The stat a skip row stores (``stat_key``): all -1 unless the path was sniffed
+    (``_sniffed``)."""
+    return stat_key(entry.st) if entry.st is not None else UNKNOWN_STAT
 
 
 def differences(entries: list[Entry], states: dict, root: Path, meta: dict

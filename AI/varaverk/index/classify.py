@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from varaverk.documents import tracked_files
-from varaverk.index.store.records import FileState
+from varaverk.index.store.records import FileState, stat_key
 from varaverk.named_sources import DEFAULT_SOURCE, SourceSpec, all_sources
 
 
@@ -185,14 +185,14 @@ def _sniffed(root: Path, tracked_path: tracked_files.TrackedPath, stored: FileSt
     ``_kind``) known by its shebang only, else ``("", st)``; ``st`` is the path's lstat (None
     when it cannot be read).
 
-    The verdict ``stored`` by the last run stands while the file's size and mtime do, so a
+    The verdict ``stored`` by the last run stands while the file's stat does (``stat_key``), so a
     no-op run opens no file; a changed file is sniffed again, as it may have gained or lost
     its shebang. ``--force`` (no stored states) sniffs every candidate.
     """
     st, reason = tracked_files.lstat_entry(root, tracked_path, folders)
     if reason or st is None:
         return "", None
-    if stored is not None and (stored.size, stored.mtime_ns) == (st.st_size, st.st_mtime_ns):
+    if stored is not None and stored.stat_key() == stat_key(st):
         return ("header" if stored.kind == "header" else ""), st
     return tracked_files.shebang_kind(root, tracked_path, st) or "", st
 

@@ -46,8 +46,11 @@ from varaverk.index.report import IndexReport
 from varaverk.index.secret_masks import EXAMPLE, masked_note
 from varaverk.index.store.compatibility import check_compatible, names_other_embedder
 from varaverk.index.store.errors import IndexCorrupt, IndexMissing
+from varaverk.index.store.health import file_damage
 from varaverk.index.store.index import Index
-from varaverk.index.store.records import FileRow, FileState, IndexChanges
+from varaverk.index.store.location import discard_unwritten, move_aside
+from varaverk.index.store.records import (UNKNOWN_STAT, FileState, IndexChanges, file_row,
+                                          stat_key)
 from varaverk.locking import index_lock
 from varaverk.logs import DETAIL
 from varaverk.named_sources import DEFAULT_SOURCE
@@ -77,8 +80,12 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
     Returns:
         An ``IndexReport``.
 
+    A damaged index file is moved aside by ``force`` (``_set_aside_if_damaged``), else
+    refused with ``IndexDamaged``. A first build that fails leaves no index file behind.
+
     Raises:
         IndexMismatch: the index holds vectors of another backend/model/dimension (not force).
+        IndexDamaged: the index file is damaged (not force).
         LockBusy: another run held the lock past ``AI_INDEX_LOCK_TIMEOUT``.
         EmbeddingUnavailable: no embedding server reachable (nothing written).
         SourcesError: the repository cannot be listed.
@@ -92,16 +99,39 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
     factory = _embedder_factory(settings, embedder)
     with (lock() if lock is not None else _default_lock(settings)):
         report.locked = True
-        with Index.open(Path(settings.index_path)) as idx:
-            run = _Run(settings, idx, None, factory, force, progress, report, started,
-                       states={} if force else idx.file_states(), meta=idx.meta(), stamp=stamp,
-                       changes=IndexChanges(replace_all=force))
-            # --force (no states) decides every kind afresh.
-            run.listing, run.entries = list_all(settings, matcher,
-                                                None if force else run.states, run.meta)
-            run.links = LinkTitles(run.entries, run.listing.root)
-            _refresh_locked(run)
+        if force:
+            report.moved_aside = _set_aside_if_damaged(Path(settings.index_path))
+        path = Path(settings.index_path)
+        fresh = not path.exists()
+        try:
+            with Index.open(path) as idx:
+                run = _Run(settings, idx, None, factory, force, progress, report, started,
+                           states={} if force else idx.file_states(), meta=idx.meta(),
+                           stamp=stamp, changes=IndexChanges(replace_all=force))
+                # --force (no states) decides every kind afresh.
+                run.listing, run.entries = list_all(settings, matcher,
+                                                    None if force else run.states, run.meta)
+                run.links = LinkTitles(run.entries, run.listing.root)
+                _refresh_locked(run)
+        finally:
+            # A first build that wrote nothing (failed, or interrupted) leaves no index.
+            if fresh and not report.wrote:
+                discard_unwritten(path)
     return report
+
+
+def _set_aside_if_damaged(path: Path) -> str:
+    """Before a forced rebuild: move a damaged index file aside (``move_aside``, never
+    deleted) and say where; "" when the file is sound or absent."""
+    if not path.is_file():
+        return ""
+    finding = file_damage(str(path))
+    if finding is None:
+        return ""
+    moved = move_aside(path)
+    log.warning("the index %s is damaged (%s): moved the damaged index aside to %s; "
+                "rebuilding", path, finding, moved)
+    return str(moved)
 
 
 def _up_to_date(settings, matcher: tracked_files.KindMatcher, stamp: str, report: IndexReport,
@@ -170,8 +200,7 @@ class _Pending:
 
     path: str
     kind: str
-    size: int
-    mtime_ns: int
+    stat: tuple  # stat_key of the file as read
     sha256: str
     encoding: str
     chunks: list  # list[Chunk]
@@ -257,8 +286,8 @@ def _scan_entry(run: _Run, entry: Entry) -> None:
     if data is None:
         run.report.skipped.append((entry.path, reason))
         run.changes.replace_chunks_of.append(entry.path)
-        run.changes.file_rows.append(FileRow(entry.path, entry.kind, -1, -1, "", "skipped",
-                                             reason, source=entry.source))
+        run.changes.file_rows.append(file_row(entry.path, entry.kind, UNKNOWN_STAT, "",
+                                              "skipped", reason, source=entry.source))
         return
     run.report.files_read += 1
     sha = sha256(data)
@@ -279,8 +308,8 @@ def _record_skip(run: _Run, entry: Entry, stored: FileState | None) -> None:
     suffix = "; its chunks are removed" if stored and stored.chunk_count else ""
     log.info("%s: skipped: %s%s", entry.path, entry.reason, suffix, extra=DETAIL)
     run.changes.replace_chunks_of.append(entry.path)
-    run.changes.file_rows.append(FileRow(entry.path, entry.kind, *skip_stat(entry), "",
-                                         "skipped", entry.reason, source=entry.source))
+    run.changes.file_rows.append(file_row(entry.path, entry.kind, skip_stat(entry), "",
+                                          "skipped", entry.reason, source=entry.source))
 
 
 def _record_same_content(run: _Run, entry: Entry, stored: FileState, sha: str) -> None:
@@ -289,10 +318,9 @@ def _record_same_content(run: _Run, entry: Entry, stored: FileState, sha: str) -
         run.report.skipped.append((entry.path, stored.reason))
     else:
         run.report.rehashed += 1
-    st = entry.st
-    run.changes.file_rows.append(FileRow(entry.path, entry.kind, st.st_size, st.st_mtime_ns,
-                                         sha, stored.status, stored.reason, stored.chunk_count,
-                                         stored.encoding, entry.source))
+    run.changes.file_rows.append(file_row(entry.path, entry.kind, stat_key(entry.st), sha,
+                                          stored.status, stored.reason, stored.chunk_count,
+                                          stored.encoding, entry.source))
 
 
 def _chunk_entry(run: _Run, entry: Entry, data: bytes, sha: str) -> None:
@@ -308,7 +336,7 @@ def _chunk_entry(run: _Run, entry: Entry, data: bytes, sha: str) -> None:
         return
     run.report.masked += len(decoded.masked)
     run.report.examples += sum(what.startswith(EXAMPLE) for _, what in decoded.masked)
-    run.pending.append(_Pending(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,
+    run.pending.append(_Pending(entry.path, entry.kind, stat_key(st), sha,
                                 decoded.encoding, chunks,
                                 masked_note(decoded.masked) if decoded.masked else "",
                                 entry.source))
@@ -319,8 +347,8 @@ def _skip_read(changes: IndexChanges, report: IndexReport, entry: Entry, st, sha
     """Record a document that was read but yields nothing (binary, no header, empty)."""
     report.skipped.append((entry.path, reason))
     changes.replace_chunks_of.append(entry.path)
-    changes.file_rows.append(FileRow(entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha,
-                                     "skipped", reason, 0, encoding, entry.source))
+    changes.file_rows.append(file_row(entry.path, entry.kind, stat_key(st), sha, "skipped",
+                                      reason, 0, encoding, entry.source))
 
 
 def _record_deletions(run: _Run, entries: list[Entry]) -> None:
@@ -373,20 +401,21 @@ def _record_embedded(run: _Run, item: _Pending, vectors: dict, failures: dict) -
         log.warning("%s: %s", item.path, reason)
         run.report.failures.extend((item.path, msg) for msg in failed)
         # size -1: the next run re-reads and re-embeds this file.
-        run.changes.file_rows.append(FileRow(item.path, item.kind, -1, -1, "", "partial",
-                                             reason, len(stored_chunks), item.encoding,
-                                             item.source))
+        run.changes.file_rows.append(file_row(item.path, item.kind, UNKNOWN_STAT, "",
+                                              "partial", reason, len(stored_chunks),
+                                              item.encoding, item.source))
     else:
         run.report.indexed += 1
-        run.changes.file_rows.append(FileRow(item.path, item.kind, item.size, item.mtime_ns,
-                                             item.sha256, "indexed", item.note,
-                                             len(stored_chunks), item.encoding, item.source))
+        run.changes.file_rows.append(file_row(item.path, item.kind, item.stat, item.sha256,
+                                              "indexed", item.note, len(stored_chunks),
+                                              item.encoding, item.source))
 
 
 def _has_changes(run: _Run) -> bool:
     """Whether the locked pass has anything to write (rows, chunks, HEAD or settings moved)."""
     changes = run.changes
     return bool(changes.file_rows or changes.delete_paths or changes.new_chunks or run.force
+                or "generation" not in run.meta  # never written: a first build always writes
                 or heads_moved(run.listing, run.meta)
                 or run.meta.get(VERDICTS_META) != run.listing.glob_verdicts
                 or names_other_embedder(run.meta, *configured_embedder(run.settings)))

@@ -14,7 +14,7 @@ class IndexReport:
     Attributes:
         tracked: paths ``git ls-files`` listed. documents: of those, of a documentation kind.
         indexed: documents read, chunked and embedded this run.
-        unchanged: documents skipped because size and mtime_ns had not moved (not read).
+        unchanged: documents skipped because their stat had not moved (not read).
         rehashed: documents read because their mtime moved, found identical by hash (not
             re-embedded).
         skipped: ``[(path, reason)]`` for tracked paths not indexed (all of them, every run).
@@ -28,6 +28,7 @@ class IndexReport:
         embed_calls: ``Embedder.embed`` calls made. head: HEAD's SHA (None: no commits).
         wrote: whether the index was written. locked: whether the lock was taken.
         force: a full rebuild. seconds: wall time of the run.
+        moved_aside: where ``--force`` moved a damaged index file ("" when it did not).
         timings: seconds per phase of a run that had work: ``prepare`` (list, stat, read,
             decode, chunk), ``embed``, ``write`` (the one transaction).
     """
@@ -51,6 +52,7 @@ class IndexReport:
     wrote: bool = False
     locked: bool = False
     force: bool = False
+    moved_aside: str = ""
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
 

@@ -40,3 +40,11 @@ class IndexCorrupt(IndexStoreError):
     exit_code = exitcodes.NO_INDEX
     kind = "corrupt"
     fix = "move the file away and run ai-index to build a new one"
+
+
+class IndexDamaged(IndexCorrupt):
+    """The file is a SQLite database whose pages are damaged (``PRAGMA quick_check`` found it
+    so, after a read failed): nothing in it can be trusted."""
+
+    kind = "damaged"
+    fix = "run ai-index --force: it moves the damaged file aside, never deleting it, and rebuilds"

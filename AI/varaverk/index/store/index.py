@@ -14,6 +14,7 @@ plus a stat per file, and lists the heavy modules it imported).
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import threading
@@ -24,7 +25,8 @@ from urllib.parse import quote
 from varaverk.index.store import fts
 from varaverk.index.store.compatibility import check_compatible
 from varaverk.index.store.contents import contents
-from varaverk.index.store.errors import IndexCorrupt, IndexMissing
+from varaverk.index.store.errors import IndexCorrupt, IndexDamaged, IndexMissing
+from varaverk.index.store.health import quick_check
 from varaverk.index.store.records import FileState, IndexChanges
 from varaverk.index.store.schema import SCHEMA_VERSION, migrate, pending_migrations
 from varaverk.index.store.vectors import VECTOR_ROWS, VectorTable, vector_table
@@ -37,10 +39,32 @@ if TYPE_CHECKING:  # pragma: no cover
     from varaverk.index.store.stored_chunk import StoredChunk
 
 
+def _guarded(method):
+    """Turn a ``sqlite3.DatabaseError`` of ``method`` that ``PRAGMA quick_check`` confirms as
+    damage into ``IndexDamaged`` (exit 66, the fix named); any other error stays as it was."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            with self._lock:
+                finding = quick_check(self._conn)
+            if finding is None:
+                raise
+            raise IndexDamaged(_damaged_message(self.path, exc, finding)) from None
+    return guarded
+
+
+def _damaged_message(path: Path, exc: BaseException, finding: str) -> str:
+    detail = str(exc) if finding == str(exc) else f"{exc}; quick_check: {finding}"
+    return f"index {path} is damaged ({detail})"
+
+
 class Index:
     """An open Varaverk index (one SQLite file).
 
     Thread-safe for the dock's threads: one connection guarded by a lock. Use ``Index.open``.
+    Every read and write raises ``IndexDamaged`` when SQLite fails on a damaged file.
     """
 
     def __init__(self, conn: sqlite3.Connection, path: Path, readonly: bool):
@@ -61,13 +85,14 @@ class Index:
         Creating makes the parent folder, switches the file to WAL and applies the migrations.
 
         Raises:
-            IndexMissing: ``readonly`` and no index file exists.
+            IndexMissing: ``readonly`` and no index file exists, or one no run ever wrote.
+            IndexDamaged: the file is damaged or no database (``PRAGMA quick_check``).
             IndexCorrupt: the file is not a SQLite index of ours, or is from a newer version.
         """
         path = Path(path)
         if readonly:
             if not path.is_file():
-                raise IndexMissing(f"no index at {path} — run ai-index first")
+                raise IndexMissing(f"no index yet at {path} — run ai-index")
             uri = "file:" + quote(str(path.resolve()), safe="/") + "?mode=ro"
             conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
         else:
@@ -81,7 +106,10 @@ class Index:
             else:
                 _prepare_writable(conn)
         except sqlite3.DatabaseError as exc:
+            finding = quick_check(conn)
             conn.close()
+            if finding is not None:
+                raise IndexDamaged(_damaged_message(path, exc, finding)) from None
             raise IndexCorrupt(f"{path} is not a usable index: {exc}") from None
         except BaseException:
             conn.close()
@@ -101,6 +129,7 @@ class Index:
 
     # -- reading ------------------------------------------------------------------------------
 
+    @_guarded
     def meta(self) -> dict[str, str]:
         """All meta entries as strings (``embed_backend``, ``embed_model``, ``embed_dimension``,
         ``schema_version``, ``repo_root``, ``head``, ``built_at``, ``build_seconds``, ``files``,
@@ -108,6 +137,7 @@ class Index:
         with self._lock:
             return dict(self._conn.execute("SELECT key, value FROM meta"))
 
+    @_guarded
     def generation(self) -> str:
         """The write counter; changes whenever an index run commits."""
         with self._lock:
@@ -119,13 +149,15 @@ class Index:
         ``dimension``, when given); see ``compatibility.check_compatible``."""
         check_compatible(self.meta(), backend, model, dimension)
 
+    @_guarded
     def file_states(self) -> dict[str, FileState]:
         """``path -> FileState`` for every stored file (one query; for change detection)."""
         with self._lock:
             return {row[0]: FileState(*row[1:]) for row in self._conn.execute(
-                "SELECT path, size, mtime_ns, sha256, status, reason, kind, chunk_count, encoding"
-                " FROM files")}
+                "SELECT path, size, mtime_ns, sha256, status, reason, kind, chunk_count, encoding,"
+                " ctime_ns, inode, device FROM files")}
 
+    @_guarded
     def vector_table(self) -> VectorTable:
         """All usable vectors as one contiguous float32 matrix (see ``VectorTable``).
 
@@ -145,6 +177,7 @@ class Index:
             self._vectors, self._vectors_generation = table, gen
         return table
 
+    @_guarded
     def get_chunks(self, ids: Sequence[int]) -> list[StoredChunk]:
         """The stored chunks with these ids, in the order given (unknown ids are left out)."""
         ids = [int(i) for i in ids]
@@ -161,6 +194,7 @@ class Index:
                     found[row[0]] = from_row(row)
         return [found[i] for i in ids if i in found]
 
+    @_guarded
     def chunks_for_path(self, path: str) -> list[StoredChunk]:
         """Every stored chunk of one file, in document order."""
         columns, from_row = _chunk_reader()
@@ -170,6 +204,7 @@ class Index:
                 (path,)).fetchall()
         return [from_row(r) for r in rows]
 
+    @_guarded
     def all_chunks(self) -> list[StoredChunk]:
         """Every stored chunk, file by file (path order), each file's in document order (as
         ``chunks_for_path`` gives them)."""
@@ -179,6 +214,7 @@ class Index:
                 f"SELECT {columns} FROM chunks ORDER BY path, start_line, part, id").fetchall()
         return [from_row(r) for r in rows]
 
+    @_guarded
     def stored_vectors(self, path: str) -> dict[str, bytes]:
         """``{embed_text: vector BLOB}`` of one file's stored chunks (``context\\ntext``, as
         ``Chunk.embed_text`` builds it), for reusing vectors of chunks that did not change."""
@@ -189,6 +225,7 @@ class Index:
 
     # -- reading the full-text index ------------------------------------------------------------
 
+    @_guarded
     def fts_search(self, query: str, limit: int) -> list[tuple[int, float]]:
         """Lexical search: ``[(chunk id, score)]``, best first, at most ``limit``.
 
@@ -201,6 +238,7 @@ class Index:
         with self._lock:
             return fts.search(self._conn, expr, limit)
 
+    @_guarded
     def fts_doc_lengths(self) -> tuple["np.ndarray", "np.ndarray"]:
         """Token count of every full-text row, all columns together (what FTS5's BM25 calls
         the document length): ``(chunk ids int64, lengths int64)`` in id order, read from
@@ -210,6 +248,7 @@ class Index:
         with self._lock:
             return fts.doc_lengths(self._conn)
 
+    @_guarded
     def fts_vocabulary(self) -> frozenset[str]:
         """Every token the full-text index holds (lower case, as its tokenizer made them), read
         once from an ``fts5vocab`` row table in the connection's temp schema (so a read-only
@@ -217,6 +256,7 @@ class Index:
         with self._lock:
             return fts.vocabulary(self._conn)
 
+    @_guarded
     def fts_postings(self, token: str, positions: bool = False) -> tuple["np.ndarray", ...]:
         """Every occurrence of one indexed token, in chunk id order.
 
@@ -234,6 +274,7 @@ class Index:
             self._instance_table()
             return fts.postings(self._conn, token, positions)
 
+    @_guarded
     def fts_all_postings(self) -> tuple[list[str], "np.ndarray", "np.ndarray"]:
         """Every indexed token's occurrences in one scan (``fts_postings`` for all tokens at once,
         without positions): far cheaper than a read per token when most will be asked for.
@@ -257,6 +298,7 @@ class Index:
 
     # -- status -------------------------------------------------------------------------------
 
+    @_guarded
     def status(self) -> dict[str, Any]:
         """What the index holds, for ``ai-index --status``.
 
@@ -276,6 +318,7 @@ class Index:
 
     # -- writing ------------------------------------------------------------------------------
 
+    @_guarded
     def write(self, changes: IndexChanges) -> None:
         """Apply one index run's changes in a single transaction (all or nothing).
 
@@ -313,11 +356,15 @@ def _check_readable(conn: sqlite3.Connection, path: Path) -> None:
     cannot be migrated here)."""
     has = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_migrations'").fetchone()
     if not has:
-        raise IndexMissing(f"{path} holds no Varaverk index — run ai-index first")
+        raise IndexMissing(f"no index yet at {path} (it holds no Varaverk index) — run ai-index")
     newest = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
     if (newest or 0) != SCHEMA_VERSION:
         raise IndexCorrupt(f"index schema version {newest} at {path}; this Varaverk "
                            f"reads version {SCHEMA_VERSION} — run ai-index")
+    # Every write sets the generation: without one, no run ever finished (an earlier
+    # version's failed first build left such a file).
+    if not conn.execute("SELECT 1 FROM meta WHERE key = 'generation'").fetchone():
+        raise IndexMissing(f"no index yet at {path} (no run has finished) — run ai-index")
 
 
 def _prepare_writable(conn: sqlite3.Connection) -> None:

@@ -22,11 +22,29 @@ class FileState(NamedTuple):
     kind: str
     chunk_count: int
     encoding: str
+    ctime_ns: int = -1
+    inode: int = -1
+    device: int = -1
+
+    def stat_key(self) -> tuple[int, int, int, int, int]:
+        """``(size, mtime_ns, ctime_ns, inode, device)`` as stored (``stat_key``)."""
+        return (self.size, self.mtime_ns, self.ctime_ns, self.inode, self.device)
+
+
+def stat_key(st) -> tuple[int, int, int, int, int]:
+    """``(size, mtime_ns, ctime_ns, inode, device)`` of an ``os.stat_result``: what change
+    detection compares, as git does (ctime cannot be set back by any user tool, and a file
+    replaced by a rename or a restore has another inode)."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+UNKNOWN_STAT = (-1, -1, -1, -1, -1)
 
 
 class FileRow(NamedTuple):
     """One ``files`` row: a tracked path's state after a run (``size`` bytes, ``mtime_ns``
-    ns, -1 when not known; ``status`` ``indexed``, ``skipped`` or ``partial``)."""
+    and ``ctime_ns`` ns, ``inode`` and ``device``, -1 when not known; ``status``
+    ``indexed``, ``skipped`` or ``partial``)."""
 
     path: str
     kind: str
@@ -38,6 +56,18 @@ class FileRow(NamedTuple):
     chunk_count: int = 0
     encoding: str = ""
     source: str = "repo"
+    ctime_ns: int = -1
+    inode: int = -1
+    device: int = -1
+
+
+def file_row(path: str, kind: str, key: tuple[int, int, int, int, int], sha256: str,
+             status: str, reason: str = "", chunk_count: int = 0, encoding: str = "",
+             source: str = "repo") -> FileRow:
+    """A ``FileRow`` whose stat fields are ``key`` (``stat_key``, or ``UNKNOWN_STAT``)."""
+    size, mtime_ns, ctime_ns, inode, device = key
+    return FileRow(path, kind, size, mtime_ns, sha256, status, reason, chunk_count, encoding,
+                   source, ctime_ns, inode, device)
 
 
 @dataclass

@@ -13,9 +13,10 @@ the newest applied (``SCHEMA_VERSION``). After them the file holds:
   on script candidates), ``last_run``, ``schema_version``, the ``files`` and ``chunks``
   counts, and ``generation``, a counter bumped by every write so readers know when to reload.
 * ``files(path, kind, size, mtime_ns, sha256, status, reason, chunk_count, encoding,
-  source)``: every tracked path of every source, ``status`` ``indexed``, ``skipped`` (with
-  its ``reason``) or ``partial`` (some chunks failed to embed), so ``--status`` accounts for
-  all of them; ``size`` in bytes and ``mtime_ns`` (ns since the epoch) let a refresh skip an
+  source, ctime_ns, inode, device)``: every tracked path of every source, ``status``
+  ``indexed``, ``skipped`` (with its ``reason``) or ``partial`` (some chunks failed to embed),
+  so ``--status`` accounts for all of them; ``size`` in bytes, ``mtime_ns`` and ``ctime_ns``
+  (ns since the epoch), ``inode`` and ``device`` (``lstat``'s) let a refresh skip an
   unchanged file without reading it (-1 when unknown: a path skipped before any read, or a
   file to read again); ``sha256`` hex of the bytes, ``encoding`` the one it was decoded with;
   ``reason`` of an indexed file names the lines whose secret-looking values were masked.
@@ -39,7 +40,7 @@ import sqlite3
 
 from varaverk.index.store.errors import IndexCorrupt
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
 
 # What FTS5 indexes as a chunk's context column: the context, then its keywords (if any).
@@ -124,6 +125,14 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             INSERT INTO chunks_fts(rowid, context, text)
             VALUES (new.id, {_FTS_CONTEXT.format(row="new")}, new.text);
         END;
+    """),
+    # Change detection as git does it: a file whose size, mtime, ctime, inode or device moved
+    # is re-hashed. -1 until a run has seen the file under this version: every file is then
+    # hashed once (an equal hash keeps its chunks and vectors: nothing is embedded).
+    (3, "ctime, inode and device", """
+        ALTER TABLE files ADD COLUMN ctime_ns INTEGER NOT NULL DEFAULT -1;
+        ALTER TABLE files ADD COLUMN inode INTEGER NOT NULL DEFAULT -1;
+        ALTER TABLE files ADD COLUMN device INTEGER NOT NULL DEFAULT -1;
     """),
 ]
 assert MIGRATIONS[-1][0] == SCHEMA_VERSION

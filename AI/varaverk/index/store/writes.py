@@ -19,7 +19,8 @@ _INSERT_CHUNK = ("INSERT INTO chunks (path, kind, section, title, start_line, en
                  " text, context, meta, vec, source, keywords)"
                  " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
 _INSERT_FILE = ("INSERT OR REPLACE INTO files (path, kind, size, mtime_ns, sha256, status,"
-                " reason, chunk_count, encoding, source) VALUES (?,?,?,?,?,?,?,?,?,?)")
+                " reason, chunk_count, encoding, source, ctime_ns, inode, device)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
 
 
 def apply_changes(conn: sqlite3.Connection, ch: IndexChanges) -> None:
@@ -48,7 +49,7 @@ def apply_changes(conn: sqlite3.Connection, ch: IndexChanges) -> None:
     conn.executemany(_INSERT_CHUNK, rows)
     conn.executemany(_INSERT_FILE, [
         (f.path, f.kind, f.size, f.mtime_ns, f.sha256, f.status, f.reason, f.chunk_count,
-         f.encoding, f.source) for f in ch.file_rows])
+         f.encoding, f.source, f.ctime_ns, f.inode, f.device) for f in ch.file_rows])
     updates = _meta_updates(conn, ch, meta, bool(rows), width)
     conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                      [(k, str(v)) for k, v in updates.items()])
