@@ -12,6 +12,7 @@ import logging
 import re
 
 from varaverk.documents.tracked_files import Decoded
+from varaverk.logs import DETAIL
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ def report_masked(path: str, decoded: Decoded, chunks: list) -> Decoded:
     for line, what in kept:
         if what.startswith(EXAMPLE):  # information: nothing to remove
             log.info("%s: line %d: masked a documentation example (%s) before indexing", path,
-                     line, what.removeprefix(EXAMPLE))
+                     line, what.removeprefix(EXAMPLE), extra=DETAIL)
         else:
             log.warning("%s: line %d: masked a secret-looking value (%s) before indexing; "
                         "remove it from the repository", path, line, what)
