@@ -1,0 +1,186 @@
+"""Issue 21's hostile files, one test each: front matter alias bombs, deep nesting, and the
+chat exports whose parse was quadratic. Each failed on the parsers before they were bounded.
+
+Linear-time checks compare the time of an input of size N with one of 4N (best of a few
+runs, so a busy machine does not decide): linear work takes about 4 times as long,
+quadratic work about 16 times; the bound between them is generous.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+
+from varaverk.documents.chat_exports import parse_json_export
+from varaverk.documents.chunking import chunk_document
+from varaverk.documents.markdown_sections import parse_front_matter
+
+LINEAR_RATIO = 8.0  # time(4N) / time(N): linear is about 4, quadratic about 16
+
+
+def best_seconds(work, repeat: int = 3) -> float:
+    """The shortest of ``repeat`` timings of ``work()``, in seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def assert_linear(make, n: int, kind: str, path: str, count=None) -> None:
+    """Chunking ``make(4n)`` takes at most ``LINEAR_RATIO`` times as long as ``make(n)``
+    (``count``: the token counter, None for characters)."""
+    small, large = make(n), make(4 * n)
+
+    def chunk(text):
+        return chunk_document(path, kind, text, count_tokens=count)
+    chunk(small)  # warm up imports and caches
+    t_small = best_seconds(lambda: chunk(small))
+    t_large = best_seconds(lambda: chunk(large), repeat=2)
+    assert t_large <= LINEAR_RATIO * max(t_small, 0.005), (t_small, t_large)
+
+
+# --- front matter ---------------------------------------------------------------------------
+
+ALIAS_BOMB = "---\ntags: &a [*a]\n---\n# Title\nThe body.\n"  # 35 bytes of front matter
+
+
+def laughs(levels: int) -> str:
+    """A billion-laughs front matter: each level lists the one before nine times."""
+    out = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    names = "abcdefghijklmnop"
+    for prev, name in zip(names, names[1:levels]):
+        out.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 9) + "]")
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("kind", ["readme", "note"])
+def test_a_recursive_alias_in_front_matter_gives_no_metadata_and_a_warning(kind, caplog):
+    with caplog.at_level(logging.WARNING):
+        chunks = chunk_document("notes/bomb.md", kind, ALIAS_BOMB)
+    assert [c.text for c in chunks] == ["The body."]
+    assert "tags" not in chunks[0].meta
+    assert "alias" in chunks[0].meta["front_matter_error"]
+    assert any("notes/bomb.md" in r.getMessage() and "front matter" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_billion_laughs_is_refused_before_it_is_expanded():
+    small = parse_front_matter(laughs(5))  # 9**5 leaves: expanded by the old parser
+    assert set(small) == {"front_matter_error"}
+    assert "alias" in small["front_matter_error"]
+    full = laughs(9)
+    assert len(full.encode()) < 470  # the 461-byte bomb of the issue
+    started = time.perf_counter()
+    assert set(parse_front_matter(full)) == {"front_matter_error"}
+    assert time.perf_counter() - started < 5
+
+
+def test_aliases_that_expand_to_little_still_read():
+    meta = parse_front_matter("base: &b {owner: anna, port: 8080}\nweb: *b\ntags: [a, b]\n")
+    assert meta == {"base": {"owner": "anna", "port": 8080},
+                    "web": {"owner": "anna", "port": 8080}, "tags": ["a", "b"]}
+
+
+@pytest.mark.parametrize("raw", [
+    "a: " + "[" * 50_000 + "]" * 50_000,
+    "a: " + "{b: " * 5_000 + "c" + "}" * 5_000,
+    "".join(" " * i + f"k{i}:\n" for i in range(500)),
+], ids=["flow-lists", "flow-maps", "block-maps"])
+def test_front_matter_nested_too_deep_gives_no_metadata(raw):
+    meta = parse_front_matter(raw)
+    # libyaml itself refuses 50,000 open brackets (a syntax error: the text is kept).
+    assert set(meta) - {"front_matter"} == {"front_matter_error"}
+    assert "deep" in meta["front_matter_error"] or "flow level" in meta["front_matter_error"]
+
+
+def test_front_matter_larger_than_the_bound_gives_no_metadata():
+    raw = "\n".join(f"key{i}: {'v' * 60}" for i in range(10_000))  # about 700 kB
+    meta = parse_front_matter(raw)
+    assert set(meta) == {"front_matter_error"}
+    assert "larger" in meta["front_matter_error"]
+
+
+def test_an_impossible_date_in_front_matter_is_an_error_not_a_crash(caplog):
+    text = "---\ntitle: Backups\ndate: 2024-02-30\n---\n# Restic\nRuns nightly.\n"
+    with caplog.at_level(logging.WARNING):
+        chunks = chunk_document("posts/backups.md", "doc", text)
+    assert [c.text for c in chunks] == ["Runs nightly."]
+    assert chunks[0].meta["front_matter"] == "title: Backups\ndate: 2024-02-30"
+    assert "day is out of range" in chunks[0].meta["front_matter_error"]
+    assert "posts/backups.md" in caplog.text
+
+
+# --- JSON chat exports ----------------------------------------------------------------------
+
+def test_a_json_export_nested_100k_deep_is_a_clear_error():
+    with pytest.raises(ValueError, match="nested deeper"):
+        parse_json_export("chats:deep.json", "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested deeper"):
+        parse_json_export("chats:deep.json", '[{"text": ' + '{"a":' * 100_000 + "1"
+                          + "}" * 100_000 + "}]")
+
+
+def test_a_json_export_with_nested_fields_reads_its_messages():
+    text = json.dumps([{"chat": "Ops", "sender": "A", "timestamp": "2024-05-01T08:00:00",
+                        "text": "restic runs at 02:00", "reactions": [{"by": ["B"]}]},
+                       {"chat": "Ops", "sender": {"id": [1]}, "timestamp": "2024-05-01T08:01",
+                        "text": ["not", "a", "string"]}])
+    assert [(m.sender, m.text) for m in parse_json_export("c.json", text)] == [
+        ("A", "restic runs at 02:00")]
+
+
+def _json_chat(n: int) -> str:
+    items = [{"chat": "Ops", "sender": f"p{i % 3}",
+              "timestamp": f"2024-03-{1 + i // 1440:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00",
+              "text": "the nas backup finished, the offsite copy starts at two"}
+             for i in range(n)]
+    return json.dumps(items, indent=1)
+
+
+def test_json_chat_export_chunks_in_linear_time(real_count_tokens):
+    assert_linear(_json_chat, 3_000, "chat", "chats:ops.json", real_count_tokens)
+
+
+# --- WhatsApp exports -----------------------------------------------------------------------
+
+def _whatsapp_messages(n: int) -> str:
+    return "\n".join(f"[02/03/2024, {i // 60 % 24:02d}:{i % 60:02d}:00] Anna: message {i} "
+                     "about the backups" for i in range(n))
+
+
+def _whatsapp_pasted_log(n: int) -> str:
+    return "[02/03/2024, 19:04:00] Anna: the log:\n" + "\n".join(
+        f"Mar  2 19:0{i % 10} nas restic[{i}]: snapshot {i:08x} saved" for i in range(n))
+
+
+def _whatsapp_one_long_line(n: int) -> str:
+    return "[02/03/2024, 19:04:00] Anna: " + " ".join(f"word{i}" for i in range(n))
+
+
+@pytest.mark.parametrize("make, n", [(_whatsapp_messages, 3_000), (_whatsapp_pasted_log, 1_500),
+                                     (_whatsapp_one_long_line, 3_000)],
+                         ids=["messages", "pasted-log", "one-long-line"])
+def test_whatsapp_export_chunks_in_linear_time(make, n, real_count_tokens):
+    assert_linear(make, n, "chat", "chats:WhatsApp Chat with Crew.txt", real_count_tokens)
+
+
+def test_a_pasted_log_keeps_every_line_in_order():
+    chunks = chunk_document("chats:Crew.txt", "chat", _whatsapp_pasted_log(400))
+    text = " ".join(" ".join(c.text for c in chunks).split())  # parts are cut at spaces
+    positions = [text.find(f"snapshot {i:08x} saved") for i in range(400)]
+    assert -1 not in positions and positions == sorted(positions)
+
+
+# --- huge lines -----------------------------------------------------------------------------
+
+def _markdown_one_line(n: int) -> str:
+    return "# Notes\n" + " ".join(f"token{i}" for i in range(n)) + "\n"
+
+
+def test_a_markdown_paragraph_on_one_huge_line_chunks_in_linear_time(real_count_tokens):
+    assert_linear(_markdown_one_line, 4_000, "readme", "README.md", real_count_tokens)
