@@ -303,23 +303,48 @@ def _cut_piece(piece: list[tuple[int, str, int]],
 def _hard_split(text: str, count: TokenCounter, budget: int, overhead: int) -> list[str]:
     """Cut one over-long line into fragments of at most ``budget`` tokens each.
 
-    Binary search for the longest prefix the counter accepts, then back off to white space
-    when some is near the end; every fragment holds at least one character, so this ends.
+    Each fragment is the longest prefix of the rest that the counter accepts, found by
+    counting prefixes of growing length (from the last fragment's length, doubling) and then
+    bisecting between the last that fits and the first that does not; then it backs off to
+    white space when some is near the end. Only text about as long as a fragment is ever
+    counted, so the whole line costs time linear in its length (times a logarithm), not its
+    length for every fragment. Every fragment holds at least one character, so this ends.
     """
+    from varaverk.documents.guard import checkpoint
+
     out: list[str] = []
-    rest = text
-    while rest:
-        if max(0, count(rest) - overhead) + 1 <= budget:
-            out.append(rest)
-            break
-        lo, hi = 1, len(rest)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if max(0, count(rest[:mid]) - overhead) + 1 <= budget:
-                lo = mid
+    start, end = 0, len(text)
+    guess = max(1, budget)  # characters: a first try, then the last fragment's length
+
+    def fits(length: int) -> bool:
+        return max(0, count(text[start:start + length]) - overhead) + 1 <= budget
+
+    while start < end:
+        checkpoint()
+        good, bad = 0, None  # longest length known to fit; shortest known not to
+        length = min(guess, end - start)
+        while bad is None and good < end - start:
+            if fits(length):
+                good, length = length, min(2 * length, end - start)
             else:
-                hi = mid - 1
-        cut = _soft_cut(rest, lo) if lo < len(rest) else lo
-        out.append(rest[:cut])
-        rest = rest[cut:]
+                bad = length
+        if bad is not None:
+            good = _longest_fit(fits, good, bad)
+        cut = good if start + good >= end else _soft_cut(text[start:start + good + 1], good)
+        out.append(text[start:start + cut])
+        start += cut
+        guess = max(1, good)
     return out
+
+
+def _longest_fit(fits: Callable[[int], bool], good: int, bad: int) -> int:
+    """The largest length in ``[max(good, 1), bad)`` that ``fits`` (1 when none does), given
+    that ``good`` fits (0: nothing known) and ``bad`` does not."""
+    lo, hi = max(1, good), bad - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
