@@ -278,8 +278,8 @@ def _units(lines: list[tuple[int, str]], costs: list[int], cost: Callable[[str],
         if c <= budget:
             units.append((number, text, c))
         else:
-            units.extend((number, fragment, cost(fragment))
-                         for fragment in _hard_split(text, count, budget, overhead))
+            units.extend((number, fragment, c)
+                         for fragment, c in _hard_split(text, count, budget, overhead))
     return units
 
 
@@ -300,51 +300,57 @@ def _cut_piece(piece: list[tuple[int, str, int]],
     return [(n, t) for n, t, _ in piece[:cut]], rest
 
 
-def _hard_split(text: str, count: TokenCounter, budget: int, overhead: int) -> list[str]:
+# A hard-split fragment is accepted once it fills this share of the budget; it is grown
+# towards the budget while it fills less (at most _SPLIT_TRIES counts per fragment).
+_SPLIT_FILL = 0.85
+_SPLIT_TRIES = 8
+
+
+def _hard_split(text: str, count: TokenCounter, budget: int,
+                overhead: int) -> list[tuple[str, int]]:
     """Cut one over-long line into fragments of at most ``budget`` tokens each.
 
-    Each fragment is the longest prefix of the rest that the counter accepts, found by
-    counting prefixes of growing length (from the last fragment's length, doubling) and then
-    bisecting between the last that fits and the first that does not; then it backs off to
-    white space when some is near the end. Only text about as long as a fragment is ever
-    counted, so the whole line costs time linear in its length (times a logarithm), not its
-    length for every fragment. Every fragment holds at least one character, so this ends.
+    Returns ``(fragment, cost)`` pairs, the cost as ``_pack`` counts it. Each fragment's
+    length is aimed at the budget from the characters per token seen so far, counted, then
+    shrunk (over the budget) or grown (under ``_SPLIT_FILL`` of it) by the ratio of budget
+    to count, ending just after white space when some is near. Only text about as long as
+    one fragment is ever counted, a few times at most, so a line costs time linear in its
+    length. Every fragment holds at least one character, so this ends.
     """
     from varaverk.documents.guard import checkpoint
 
-    out: list[str] = []
+    out: list[tuple[str, int]] = []
     start, end = 0, len(text)
-    guess = max(1, budget)  # characters: a first try, then the last fragment's length
-
-    def fits(length: int) -> bool:
-        return max(0, count(text[start:start + length]) - overhead) + 1 <= budget
-
+    per_token = 1.0  # characters per token: a first guess (dense text), then what was seen
     while start < end:
         checkpoint()
-        good, bad = 0, None  # longest length known to fit; shortest known not to
-        length = min(guess, end - start)
-        while bad is None and good < end - start:
-            if fits(length):
-                good, length = length, min(2 * length, end - start)
-            else:
-                bad = length
-        if bad is not None:
-            good = _longest_fit(fits, good, bad)
-        cut = good if start + good >= end else _soft_cut(text[start:start + good + 1], good)
-        out.append(text[start:start + cut])
+        cut, cost = _next_fragment(text, start, count, budget, overhead, per_token)
+        out.append((text[start:start + cut], cost))
+        per_token = cut / max(1, cost - 1)
         start += cut
-        guess = max(1, good)
     return out
 
 
-def _longest_fit(fits: Callable[[int], bool], good: int, bad: int) -> int:
-    """The largest length in ``[max(good, 1), bad)`` that ``fits`` (1 when none does), given
-    that ``good`` fits (0: nothing known) and ``bad`` does not."""
-    lo, hi = max(1, good), bad - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
+def _next_fragment(text: str, start: int, count: TokenCounter, budget: int, overhead: int,
+                   per_token: float) -> tuple[int, int]:
+    """``(length, cost)`` of the fragment of ``text`` starting at ``start`` (see
+    ``_hard_split``): the longest fitting length tried, else one character."""
+    rest = len(text) - start
+    good, bad = 0, rest + 1  # longest length known to fit; shortest known not to
+    best = None
+    want = int(per_token * budget)
+    for _ in range(_SPLIT_TRIES):
+        want = max(good + 1, min(want, bad - 1, rest))
+        length = want if want >= rest else _soft_cut(text[start:start + want + 1], want)
+        length = length if length > good else want
+        cost = max(0, count(text[start:start + length]) - overhead) + 1
+        if cost <= budget:
+            good, best = length, (length, cost)
+            if length >= rest or cost >= _SPLIT_FILL * budget:
+                break
         else:
-            hi = mid - 1
-    return lo
+            bad = length
+        if bad - good <= 1:
+            break
+        want = int(length * budget / cost * (1.0 if cost <= budget else 0.97))
+    return best or (1, max(0, count(text[start:start + 1]) - overhead) + 1)
