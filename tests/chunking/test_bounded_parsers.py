@@ -187,3 +187,16 @@ def _markdown_one_line(n: int) -> str:
 
 def test_a_markdown_paragraph_on_one_huge_line_chunks_in_linear_time(real_count_tokens):
     assert_linear(_markdown_one_line, 2_000, "readme", "README.md", real_count_tokens)
+
+
+# --- lone surrogates ------------------------------------------------------------------------
+
+def test_lone_surrogates_become_replacement_characters_and_pairs_join():
+    from varaverk.documents.chunks import without_surrogates
+    from varaverk.documents.markdown_sections import _json_safe
+
+    assert without_surrogates("half \ud83d, whole \ud83d\ude00, tail \ude00") == \
+        "half \ufffd, whole \U0001f600, tail \ufffd"
+    assert _json_safe({"t\ud800": ["\ud800"]}) == {"t\ufffd": ["\ufffd"]}
+    chunks = chunk_document("a.md", "readme", "# Head \ud800\nBody \udfff.\n")
+    assert (chunks[0].title, chunks[0].text) == ("Head \ufffd", "Body \ufffd.")

@@ -148,3 +148,21 @@ def test_a_bad_note_costs_its_own_link_title_only(tmp_path, model_server):
     # Unusable front matter gives the file name as the title, in the note and in its links.
     assert texts["vault:Backups.md"] == "See Bomb, Dated and Restic setup."
     assert texts["vault:Bomb.md"] == "Body of the bomb."
+
+
+def test_lone_surrogates_in_json_and_front_matter_never_reach_the_index(tmp_path, model_server):
+    # "\ud83d" alone: half an emoji, as cut exports hold; json and YAML both decode it to a
+    # lone surrogate, which SQLite (UTF-8) cannot store: the whole write failed.
+    repo = make_repo(tmp_path / "repo", {
+        "README.md": '---\ntitle: "Half \\ud83d"\n---\n# Homelab\nThe NAS.\n'})
+    chats = make_repo(tmp_path / "chats", {"ops.json": json.dumps([
+        {"chat": "Ops \ud83d", "sender": "Anna", "timestamp": "2024-05-01T08:00:00",
+         "text": "backup done \ud83d"}], ensure_ascii=True)})
+    settings = make_settings(repo, tmp_path, model_server, ai_sources=(f"chats=chats:{chats}",))
+    report = indexer.refresh(settings, progress=False)
+    assert report.wrote and not report.skipped
+    rows = dict(_rows(settings, "SELECT path, text || context || meta FROM chunks"))
+    assert "backup done \ufffd" in rows["chats:ops.json"]
+    # libyaml refuses the escape (the front matter is kept as text); PyYAML's own parser
+    # reads it, and the value is then stored as U+FFFD.
+    assert "Half" in rows["README.md"] and "The NAS." in rows["README.md"]

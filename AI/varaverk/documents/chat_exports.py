@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from varaverk.documents.chunks import Draft
+from varaverk.documents.chunks import Draft, without_surrogates
 from varaverk.documents.guard import checkpoint
 
 SILENCE = dt.timedelta(hours=3)   # a longer gap between two messages starts a new run
@@ -166,10 +166,11 @@ def parse_json_export(path: str, text: str) -> list[Message]:
 
 
 def _field(item: dict, key: str) -> str:
-    """A message's field as text: a string, or a number written out; anything else ``""``."""
+    """A message's field as text: a string (lone surrogates as U+FFFD), or a number written
+    out; anything else ``""``."""
     value = item.get(key)
     if isinstance(value, str):
-        return value
+        return without_surrogates(value)
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
 
 

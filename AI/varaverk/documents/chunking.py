@@ -16,7 +16,7 @@ from typing import Callable
 
 from varaverk.documents.budget import budget_draft, char_count
 from varaverk.documents.chat_exports import chat_drafts
-from varaverk.documents.chunks import KINDS, Chunk, Draft, TokenCounter
+from varaverk.documents.chunks import KINDS, Chunk, Draft, TokenCounter, without_surrogates
 from varaverk.documents.conf_templates import template_drafts
 from varaverk.documents.markdown_sections import markdown_drafts
 from varaverk.documents.obsidian_notes import obsidian_drafts
@@ -67,12 +67,13 @@ CHUNKERS: dict[str, Callable[[Document], list[Draft]]] = {
 
 
 def normalise_text(text: str) -> str:
-    """Strip one leading U+FEFF and turn CRLF and lone CR into LF.
+    """Strip one leading U+FEFF, turn CRLF and lone CR into LF, and lone surrogates into
+    U+FFFD (``without_surrogates``).
 
-    ``tracked_files.decode`` already does this; repeating it here is cheap and keeps the chunkers
-    safe when called directly.
+    ``tracked_files.decode`` already does the first two; repeating them here is cheap and
+    keeps the chunkers safe when called directly.
     """
-    return normalise_newlines(text[1:] if text.startswith("\ufeff") else text)
+    return without_surrogates(normalise_newlines(text[1:] if text.startswith("\ufeff") else text))
 
 
 def chunk_document(path: str, kind: str, text: str, *, max_tokens: int = 256,

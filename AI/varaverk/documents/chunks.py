@@ -15,6 +15,7 @@ Conventions shared by every kind:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -25,6 +26,8 @@ HEADING_JOIN = " > "  # joins a Markdown heading trail inside ``section``
 KINDS = ("header", "readme", "manual", "template", "doc", "note", "org", "chat")
 
 TokenCounter = Callable[[str], int]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -124,3 +127,15 @@ def unique_words(words: Iterable[str]) -> list[str]:
             seen.add(w.lower())
             out.append(w)
     return out
+
+
+def without_surrogates(text: str) -> str:
+    """``text`` with surrogate pairs joined and every lone surrogate written as U+FFFD.
+
+    JSON and YAML escapes (``"\\ud83d"``, half an emoji in a cut export) decode to lone
+    surrogates, which no UTF-8 consumer takes: SQLite refuses the whole write, the tokenizer
+    the text. Linear; a text without them comes back as it is.
+    """
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")

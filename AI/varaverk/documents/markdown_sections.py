@@ -43,7 +43,7 @@ import yaml
 from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from varaverk.documents.chunks import HEADING_JOIN, Draft
+from varaverk.documents.chunks import HEADING_JOIN, Draft, without_surrogates
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def parse_front_matter(raw: str) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         return {"front_matter": raw}
-    return {str(k): _json_safe(v) for k, v in data.items()}
+    return {without_surrogates(str(k)): _json_safe(v) for k, v in data.items()}
 
 
 def front_matter_problem(raw: str) -> str:
@@ -137,15 +137,19 @@ def front_matter_problem(raw: str) -> str:
 
 
 def _json_safe(value: Any) -> Any:
+    """Front matter values as JSON: dates as ISO strings, keys as strings, strings without
+    lone surrogates (a YAML ``"\\ud800"`` escape)."""
     if isinstance(value, (dt.date, dt.datetime, dt.time)):
         return value.isoformat()
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {without_surrogates(str(k)): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
+    if isinstance(value, str):
+        return without_surrogates(value)
+    if value is None or isinstance(value, (int, float, bool)):
         return value
-    return str(value)
+    return without_surrogates(str(value))
 
 
 def yaml_key_paths(lines: list[str], first: int, end: int) -> dict[int, str]:
