@@ -200,3 +200,30 @@ def test_lone_surrogates_become_replacement_characters_and_pairs_join():
     assert _json_safe({"t\ud800": ["\ud800"]}) == {"t\ufffd": ["\ufffd"]}
     chunks = chunk_document("a.md", "readme", "# Head \ud800\nBody \udfff.\n")
     assert (chunks[0].title, chunks[0].text) == ("Head \ufffd", "Body \ufffd.")
+
+
+# --- patterns that backtracked (found by tests/chunking/test_fuzz.py) -----------------------
+
+@pytest.mark.parametrize("kind, path, make", [
+    ("org", "roam:a.org", lambda n: "* a" + " " * n + "b\n"),
+    ("org", "roam:a.org", lambda n: "#+title: a" + " " * n + "b\n* h\ntext\n"),
+    ("org", "roam:a.org", lambda n: "* h\n:PROPERTIES:\n:ID: a" + " " * n + "b\n:END:\ntext\n"),
+    ("template", "Deployment/a.template", lambda n: "#" * n + "\nKEY=1\n"),
+    ("template", "a.env", lambda n: "#+title:" + " " * n + "x\nKEY=1\n"),
+    ("template", "a.env", lambda n: "# == x " + "=" * n + "y\nKEY=1\n"),
+    ("header", "tools/a.sh", lambda n: "#!/bin/sh\n# Sync.\n\nrun\n# == x " + "=" * n + "y\n"
+     "# one\n"),
+    ("readme", "README-a.md", lambda n: "# A\n\nimport" + " " * n + "x\n"),
+], ids=["org-headline", "org-keyword", "org-property", "template-rule", "template-keyword",
+        "template-banner", "script-banner", "mdx-import"])
+def test_long_runs_inside_a_line_cost_linear_time(kind, path, make):
+    assert_linear(make, 4_000, kind, path)
+
+
+@pytest.mark.parametrize("text", ["-" * 50_000 + "x", "+" * 50_000 + "x", "~" * 50_000 + "x"],
+                         ids=["minus", "plus", "invert"])
+def test_a_python_script_the_parser_refuses_is_read_without_its_usage(text):
+    # Python's parser raises MemoryError or RecursionError on these, not SyntaxError.
+    source = '#!/usr/bin/env python3\n"""PURPOSE:\n  Sync the mirror.\n"""\n' + text + "\n"
+    chunks = chunk_document("tools/sync.py", "header", source)
+    assert any("Sync the mirror." in c.text for c in chunks)

@@ -3,7 +3,8 @@
 Every format chunker (``script_headers``, ``markdown_sections``, ``conf_templates``, ...)
 produces ``Draft`` records; ``varaverk.documents.budget`` turns drafts into ``Chunk`` records
 that fit the embedder's input budget; ``varaverk.documents.chunking`` picks the chunker for a
-document's kind. This module imports no chunker, so every chunker can import it.
+document's kind. This module imports no chunker, so every chunker can import it, with the
+text helpers they share (``unique_words``, ``without_surrogates``, ``framed_name``).
 
 Conventions shared by every kind:
     - ``context`` is ``path › trail...`` joined with ``SEP``; for headers the trail is
@@ -139,3 +140,24 @@ def without_surrogates(text: str) -> str:
     if text.isascii() or not _SURROGATE.search(text):
         return text
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def framed_name(text: str, chars: str, *, need_word: bool = True) -> str | None:
+    """The name between two runs of at least two of ``chars`` (``── Mover ──``, ``=== X
+    ===``), stripped; None when ``text`` (stripped) is not framed so.
+
+    ``need_word``: the name must hold a character that is neither white space nor one of
+    ``chars`` (else an empty name is allowed when something stands between the runs).
+    String methods only: a pattern with a lazy name between two such runs backtracked over
+    every character of a long ruler (quadratic, and worse).
+    """
+    core = text.strip()
+    inner = core.lstrip(chars)
+    if len(core) - len(inner) < 2:
+        return None
+    name = inner.rstrip().rstrip(chars)
+    if len(inner.rstrip()) - len(name) < 2 or not name:
+        return None
+    if need_word and not any(not c.isspace() and c not in chars for c in name):
+        return None
+    return name.strip()

@@ -53,7 +53,8 @@ _YAML_INFOS = {"yaml", "yml"}
 _BARE_TAG = re.compile(r"""^\s*</?[A-Za-z][\w.:-]*"""
                        r"""(\s+[\w:.-]+(=("[^"]*"|'[^']*'|\{[^}]*\}|[^\s>]+))?)*\s*/?>\s*$""")
 # MDX module imports (Docusaurus pages): code for the site generator, not documentation.
-_MDX_IMPORT = re.compile(r"""^import\s+[\w{}\s,*]+\s+from\s+["'][^"']+["'];?\s*$""")
+_MDX_IMPORT = re.compile(r"""^import\s(?P<names>.*)\sfrom\s++["'][^"']+["'];?\s*+$""")
+_MDX_NAMES = re.compile(r"[\w{}\s,*]+")
 _YAML_KEY = re.compile(r"^(?P<indent>\s*)(?:-\s+)?"
                        r"(?P<key>[A-Za-z_][\w.\-]*|\"[^\"]+\"|'[^']+')\s*:(\s|$)")
 
@@ -175,6 +176,13 @@ def yaml_key_paths(lines: list[str], first: int, end: int) -> dict[int, str]:
     return out
 
 
+def _is_mdx_import(line: str) -> bool:
+    """``import X from "..."``: the names are matched apart, as one pattern with white space
+    on both sides of them backtracked over every space of a long line (quadratic)."""
+    m = _MDX_IMPORT.match(line)
+    return bool(m and m.group("names").strip() and _MDX_NAMES.fullmatch(m.group("names")))
+
+
 @dataclass
 class Outline:
     """What one pass over markdown-it's tokens finds in a document."""
@@ -196,7 +204,7 @@ def _outline(tokens, lines: list[str]) -> Outline:
         if tok.type == "fence" and tok.info.strip().lower() in _YAML_INFOS:
             out.labels.update(yaml_key_paths(lines, tok.map[0] + 1, tok.map[1] - 1))
         elif tok.type == "paragraph_open" and tok.level == 0 \
-                and all(_MDX_IMPORT.match(lines[n]) for n in range(*tok.map)):
+                and all(_is_mdx_import(lines[n]) for n in range(*tok.map)):
             out.skipped.update(range(tok.map[0], tok.map[1]))
         elif tok.type == "html_block" and tok.level == 0:
             out.skipped.update(n for n in range(*tok.map) if _BARE_TAG.match(lines[n]))

@@ -31,14 +31,16 @@ from typing import Iterable
 from varaverk.documents.chunks import HEADING_JOIN, Draft, unique_words
 from varaverk.named_sources import file_stem
 
-HEADLINE = re.compile(r"^(\*+)\s+(.*?)\s*$")
-_TAGS = re.compile(r"\s+(:(?:[\w@#%]+:)+)\s*$")
+# No pattern here lets a lazy group meet a run of white space before the line's end (each
+# step would scan the run again: quadratic in a long line); values are stripped in code.
+HEADLINE = re.compile(r"^(\*+)\s++(.*)")
+_TAGS = re.compile(r"(?<!\s)\s++(:(?:[\w@#%]++:)++)\s*+$")
 _TODO = re.compile(r"^(?:TODO|DONE|NEXT|WAIT|WAITING|HOLD|CANCELLED|CANCELED|STARTED)\s+")
 _PRIORITY = re.compile(r"^\[#[A-Za-z0-9]\]\s+")
-_KEYWORD = re.compile(r"^\s*#\+(\w+):\s*(.*?)\s*$")
+_KEYWORD = re.compile(r"^\s*+#\+(\w+):\s*+(.*)")
 _BLOCK_BEGIN = re.compile(r"^\s*#\+begin_(\w+)", re.IGNORECASE)
 _DRAWER = re.compile(r"^\s*:([\w-]+):\s*$")
-_PROPERTY = re.compile(r"^\s*:([\w+-]+):\s*(.*?)\s*$")
+_PROPERTY = re.compile(r"^\s*+:([\w+-]+):\s*+(.*)")
 _PLANNING = re.compile(r"^\s*(SCHEDULED|DEADLINE|CLOSED):")
 _LINK = re.compile(r"\[\[([^\[\]]+)\](?:\[([^\[\]]*)\])?\]")
 
@@ -90,7 +92,7 @@ def parse_org(text: str) -> OrgDocument:
             if line.strip().upper() == ":END:":
                 drawer = None
             elif drawer == "PROPERTIES" and (m := _PROPERTY.match(line)):
-                node.properties[m.group(1).upper()] = m.group(2)
+                node.properties[m.group(1).upper()] = m.group(2).rstrip()
             continue
         if (m := HEADLINE.match(line)):
             nodes.append(_headline(m, number))
@@ -103,7 +105,7 @@ def parse_org(text: str) -> OrgDocument:
             continue
         if (m := _KEYWORD.match(line)):
             if node.level == 0:
-                keywords.setdefault(m.group(1).upper(), m.group(2))
+                keywords.setdefault(m.group(1).upper(), m.group(2).rstrip())
             continue
         if _PLANNING.match(line) or re.match(r"^\s*#(\s|$)", line):
             continue
@@ -112,7 +114,7 @@ def parse_org(text: str) -> OrgDocument:
 
 
 def _headline(m: re.Match, number: int) -> OrgNode:
-    rest = m.group(2)
+    rest = m.group(2).rstrip()
     tags: list[str] = []
     if (t := _TAGS.search(rest)):
         tags = split_tags(t.group(1))
@@ -208,8 +210,9 @@ def _inherited(file_tags: list[str], ancestors: Iterable[OrgNode], node: OrgNode
 
 
 def _trim(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    while lines and not lines[0][1].strip():
-        lines = lines[1:]
-    while lines and not lines[-1][1].strip():
-        lines = lines[:-1]
-    return lines
+    start, end = 0, len(lines)
+    while start < end and not lines[start][1].strip():
+        start += 1
+    while end > start and not lines[end - 1][1].strip():
+        end -= 1
+    return lines[start:end]
