@@ -302,7 +302,7 @@ def _cut_piece(piece: list[tuple[int, str, int]],
 
 # A hard-split fragment is accepted once it fills this share of the budget; it is grown
 # towards the budget while it fills less (at most _SPLIT_TRIES counts per fragment).
-_SPLIT_FILL = 0.85
+_SPLIT_FILL = 0.95
 _SPLIT_TRIES = 8
 
 
@@ -338,11 +338,13 @@ def _next_fragment(text: str, start: int, count: TokenCounter, budget: int, over
     rest = len(text) - start
     good, bad = 0, rest + 1  # longest length known to fit; shortest known not to
     best = None
-    want = int(per_token * budget)
+    room = max(1, budget - 1)  # tokens for the text: a piece's cost adds one for its newline
+    want = int(per_token * room)
     for _ in range(_SPLIT_TRIES):
         want = max(good + 1, min(want, bad - 1, rest))
         length = want if want >= rest else _soft_cut(text[start:start + want + 1], want)
-        length = length if length > good else want
+        if length <= good:  # backs off to the white space already found: that is the cut
+            break
         cost = max(0, count(text[start:start + length]) - overhead) + 1
         if cost <= budget:
             good, best = length, (length, cost)
@@ -352,5 +354,5 @@ def _next_fragment(text: str, start: int, count: TokenCounter, budget: int, over
             bad = length
         if bad - good <= 1:
             break
-        want = int(length * budget / cost * (1.0 if cost <= budget else 0.97))
+        want = int(length * room / max(1, cost - 1) * (1.0 if cost <= budget else 0.97))
     return best or (1, max(0, count(text[start:start + 1]) - overhead) + 1)
