@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from varaverk.documents.chunks import SEP, Chunk, Draft, TokenCounter
+from varaverk.documents.guard import checkpoint
 
 # A context trail longer than this share of the budget is shortened (it is a label, not
 # content), so that every part keeps room for real text.
@@ -317,8 +318,6 @@ def _hard_split(text: str, count: TokenCounter, budget: int,
     one fragment is ever counted, a few times at most, so a line costs time linear in its
     length. Every fragment holds at least one character, so this ends.
     """
-    from varaverk.documents.guard import checkpoint
-
     out: list[tuple[str, int]] = []
     start, end = 0, len(text)
     per_token = 1.0  # characters per token: a first guess (dense text), then what was seen
