@@ -159,7 +159,7 @@ def test_lone_surrogates_in_json_and_front_matter_never_reach_the_index(tmp_path
         {"chat": "Ops \ud83d", "sender": "Anna", "timestamp": "2024-05-01T08:00:00",
          "text": "backup done \ud83d"}], ensure_ascii=True)})
     settings = make_settings(repo, tmp_path, model_server, ai_sources=(f"chats=chats:{chats}",))
-    report = indexer.refresh(settings, progress=False)
+    report = refresh(settings, progress=False)
     assert report.wrote and not report.skipped
     rows = dict(_rows(settings, "SELECT path, text || context || meta FROM chunks"))
     assert "backup done \ufffd" in rows["chats:ops.json"]
