@@ -228,3 +228,24 @@ def test_a_python_script_the_parser_refuses_is_read_without_its_usage(text):
     source = '#!/usr/bin/env python3\n"""PURPOSE:\n  Sync the mirror.\n"""\n' + text + "\n"
     chunks = chunk_document("tools/sync.py", "header", source)
     assert any("Sync the mirror." in c.text for c in chunks)
+
+
+# --- huge headings --------------------------------------------------------------------------
+
+def _huge_heading(mark: str):
+    def make(n: int) -> str:
+        return (f"{mark} " + " ".join(f"word{i}" for i in range(n)) + "\n"
+                + f"{mark}{mark[0]} s\nbody\n" * (n // 20))
+    return make
+
+
+@pytest.mark.parametrize("kind, path, mark", [("readme", "README.md", "#"),
+                                              ("org", "roam:a.org", "*")])
+def test_a_heading_thousands_of_words_long_costs_linear_time_and_loses_no_text(
+        kind, path, mark, real_count_tokens):
+    # Every section under it carried the whole heading in its context, section and trail.
+    assert_linear(_huge_heading(mark), 1_000, kind, path, real_count_tokens)
+    chunks = chunk_document(path, kind, _huge_heading(mark)(2_000))
+    assert max(len(c.section) + len(c.title) for c in chunks) <= 2 * 1_001
+    text = " ".join(" ".join(c.text for c in chunks).split())
+    assert all(f"word{i} " in text for i in (0, 999, 1_999))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from varaverk.documents.chunks import SEP, Chunk, Draft, TokenCounter
+from varaverk.documents.chunks import SEP, Chunk, Draft, TokenCounter, cap_label
 from varaverk.documents.guard import checkpoint
 
 # A context trail longer than this share of the budget is shortened (it is a label, not
@@ -47,9 +47,9 @@ def budget_draft(path: str, kind: str, draft: Draft, count: TokenCounter,
     lines = _trim(draft.lines)
     if not lines:
         return []
-    context = SEP.join([path, *[t for t in draft.trail if t]])
-    draft = Draft(draft.section, draft.title, draft.trail, lines, draft.start_line, draft.meta,
-                  draft.part_labels)
+    context = SEP.join([path, *[cap_label(t) for t in draft.trail if t]])
+    draft = Draft(cap_label(draft.section), cap_label(draft.title), draft.trail, lines,
+                  draft.start_line, draft.meta, draft.part_labels)
     pieces = _budget_lines(draft, context, count, max_tokens)
     start = draft.start_line if draft.start_line is not None else lines[0][0]
     start = min(start, lines[0][0])

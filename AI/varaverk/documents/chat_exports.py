@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from varaverk.documents.chunks import Draft, without_surrogates
+from varaverk.documents.chunks import Draft, cap_label, without_surrogates
 from varaverk.documents.guard import checkpoint
 
 SILENCE = dt.timedelta(hours=3)   # a longer gap between two messages starts a new run
@@ -126,7 +126,7 @@ def parse_whatsapp(path: str, text: str) -> list[Message]:
         body = "\n".join(parts).strip(_LRM + " \n")
         if _is_system(sender, body, name):
             created = re.search(r'created group [“"](.+?)[”"]', body)
-            name = created.group(1) if created and name == chat_name(path) else name
+            name = cap_label(created.group(1)) if created and name == chat_name(path) else name
             continue
         if not body or MEDIA.match(body.strip(_LRM)):
             continue
@@ -159,7 +159,8 @@ def parse_json_export(path: str, text: str) -> list[Message]:
             continue
         if not body or MEDIA.match(body):
             continue
-        out.append(Message(_field(item, "chat") or chat_name(path), _field(item, "sender"),
+        out.append(Message(cap_label(_field(item, "chat")) or chat_name(path),
+                           cap_label(_field(item, "sender")),
                            when.replace(tzinfo=None), body,
                            lines[i] if i < len(lines) else 1))
     return out

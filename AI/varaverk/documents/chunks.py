@@ -4,7 +4,8 @@ Every format chunker (``script_headers``, ``markdown_sections``, ``conf_template
 produces ``Draft`` records; ``varaverk.documents.budget`` turns drafts into ``Chunk`` records
 that fit the embedder's input budget; ``varaverk.documents.chunking`` picks the chunker for a
 document's kind. This module imports no chunker, so every chunker can import it, with the
-text helpers they share (``unique_words``, ``without_surrogates``, ``framed_name``).
+text helpers they share (``unique_words``, ``without_surrogates``, ``framed_name``,
+``cap_label``).
 
 Conventions shared by every kind:
     - ``context`` is ``path › trail...`` joined with ``SEP``; for headers the trail is
@@ -29,6 +30,11 @@ KINDS = ("header", "readme", "manual", "template", "doc", "note", "org", "chat")
 TokenCounter = Callable[[str], int]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# A label (a heading in a context trail, a section, a title, a chat's name) longer than this
+# is cut with an ellipsis: it names text, it is not text, and every chunk under it repeats
+# it. The Markdown, reStructuredText and org chunkers keep such a heading's words in the
+# chunk text.
+MAX_LABEL_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -161,3 +167,8 @@ def framed_name(text: str, chars: str, *, need_word: bool = True) -> str | None:
     if need_word and not any(not c.isspace() and c not in chars for c in name):
         return None
     return name.strip()
+
+
+def cap_label(text: str) -> str:
+    """``text``, cut to ``MAX_LABEL_CHARS`` characters and an ellipsis when longer."""
+    return text if len(text) <= MAX_LABEL_CHARS else text[:MAX_LABEL_CHARS] + "\u2026"

@@ -43,7 +43,9 @@ import yaml
 from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
-from varaverk.documents.chunks import HEADING_JOIN, Draft, without_surrogates
+from varaverk.documents.chunks import (HEADING_JOIN, MAX_LABEL_CHARS, Draft, cap_label,
+                                       without_surrogates)
+from varaverk.documents.guard import checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -270,6 +272,9 @@ def heading_drafts(outline: Outline, lines: list[str], lead_trail: list[str]) ->
     drafts: list[Draft] = []
     trail: list[tuple[int, str]] = []  # (level, text) of the open headings
     for k, (level, first, end, title) in enumerate(headings):
+        checkpoint()
+        if len(title) > MAX_LABEL_CHARS:  # too long to be a label: its words stay text
+            title, end = cap_label(title), first
         while trail and trail[-1][0] >= level:
             trail.pop()
         parents = [t for _, t in trail]

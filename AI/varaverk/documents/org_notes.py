@@ -28,7 +28,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from varaverk.documents.chunks import HEADING_JOIN, Draft, unique_words
+from varaverk.documents.chunks import HEADING_JOIN, MAX_LABEL_CHARS, Draft, cap_label, unique_words
+from varaverk.documents.guard import checkpoint
 from varaverk.named_sources import file_stem
 
 # No pattern here lets a lazy group meet a run of white space before the line's end (each
@@ -81,6 +82,7 @@ def parse_org(text: str) -> OrgDocument:
     block = None      # the open #+begin_X block's X
     drawer = None     # the open drawer's name
     for number, line in enumerate(text.split("\n"), start=1):
+        checkpoint()
         node = nodes[-1]
         if block is not None:
             if re.match(rf"^\s*#\+end_{re.escape(block)}\b", line, re.IGNORECASE):
@@ -120,7 +122,10 @@ def _headline(m: re.Match, number: int) -> OrgNode:
         tags = split_tags(t.group(1))
         rest = rest[:t.start()]
     rest = _PRIORITY.sub("", _TODO.sub("", rest)).strip()
-    return OrgNode(len(m.group(1)), rest, number, tags)
+    node = OrgNode(len(m.group(1)), cap_label(rest), number, tags)
+    if len(rest) > MAX_LABEL_CHARS:  # too long to be a label: its words stay text
+        node.lines.append((number, m.group(0)))
+    return node
 
 
 def aliases(properties: dict[str, str]) -> list[str]:
