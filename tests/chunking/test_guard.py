@@ -97,3 +97,10 @@ def test_a_deadline_belongs_to_its_thread():
         t.join()
     assert results["slow"][0] is None and "took more than 0.1 s" in results["slow"][1]
     assert results["free"] == "done" and with_guard == ("done", "")
+
+
+def test_the_default_bound_grows_with_the_files_size(monkeypatch):
+    monkeypatch.setattr(guard, "FILE_SECONDS", 0.1)
+    monkeypatch.setattr(guard, "SECONDS_PER_MIB", 0.2)
+    assert guard.attempt("small", lambda: _spin(0.5))[1].endswith("(took more than 0.1 s)")
+    assert guard.attempt("big", lambda: _spin(0.5), size=4 << 20) == ("done", "")

@@ -31,9 +31,11 @@ from varaverk.errors import VaraverkError
 
 log = logging.getLogger(__name__)
 
-# Seconds one file's read, decode, chunking and masking may take. Linear parsers chunk an
-# 8 MiB file in a few seconds; this leaves room for a slow machine under load.
+# Seconds one file's decoding, chunking and masking may take: a base, and more per MiB of
+# the file. Linear parsers chunk an 8 MiB file in 5 to 15 CPU seconds here
+# (tests/benchmarks/bench_parsers.py); the bound leaves room for a slower machine under load.
 FILE_SECONDS = 60.0
+SECONDS_PER_MIB = 15.0
 REASON_FAILED = "could not be chunked"
 _DETAIL_CHARS = 200  # of an exception's message, in a skip reason
 
@@ -58,13 +60,14 @@ def checkpoint() -> None:
         raise FileOverrun("the file's time bound has passed")
 
 
-def attempt(path: str, work: Callable[[], T], seconds: float | None = None
+def attempt(path: str, work: Callable[[], T], seconds: float | None = None, size: int = 0
             ) -> tuple[T | None, str]:
     """Run ``work()`` for the file ``path`` under the guard.
 
     Args:
         path: the file, named in the log. work: reads, decodes and chunks it.
-        seconds: its time bound; None means ``FILE_SECONDS``.
+        seconds: its time bound; None means ``FILE_SECONDS`` plus ``SECONDS_PER_MIB`` for
+            each MiB of ``size`` (the file's bytes).
 
     Returns:
         ``(work's result, "")``, or ``(None, reason)`` when it failed: the reason starts with
@@ -73,7 +76,7 @@ def attempt(path: str, work: Callable[[], T], seconds: float | None = None
     Raises:
         VaraverkError, KeyboardInterrupt, SystemExit: errors of the run, not of the file.
     """
-    limit = FILE_SECONDS if seconds is None else seconds
+    limit = FILE_SECONDS + SECONDS_PER_MIB * size / (1 << 20) if seconds is None else seconds
     outer = _deadline.get()
     started = time.monotonic()
     token = _deadline.set([started + limit])

@@ -88,7 +88,7 @@ def guarded_decode_and_chunk(entry: Entry, data: bytes, count_tokens, max_tokens
         VaraverkError, KeyboardInterrupt, SystemExit: errors of the run, not of the file.
     """
     done, failure = guard.attempt(entry.path, lambda: decode_and_chunk(
-        entry, data, count_tokens, max_tokens, links))
+        entry, data, count_tokens, max_tokens, links), size=len(data))
     if done is None:
         return None, [], failure, failure
     return (*done, "")
