@@ -249,3 +249,14 @@ def test_a_heading_thousands_of_words_long_costs_linear_time_and_loses_no_text(
     assert max(len(c.section) + len(c.title) for c in chunks) <= 2 * 1_001
     text = " ".join(" ".join(c.text for c in chunks).split())
     assert all(f"word{i} " in text for i in (0, 999, 1_999))
+
+
+# --- byte order marks -----------------------------------------------------------------------
+
+def test_every_byte_order_mark_is_dropped_not_only_the_first():
+    # Two leading BOMs (a tool that adds one to a file that had one), and files joined with
+    # cat, each with its own: the front matter and both headings must still be found.
+    text = "\ufeff\ufeff---\ntitle: T\n---\n# A\nx\n\ufeff# B\ny\ufeff\n"
+    chunks = chunk_document("notes/joined.md", "readme", text)
+    assert [(c.title, c.text) for c in chunks] == [("A", "x"), ("B", "y")]
+    assert chunks[0].meta == {"title": "T"}

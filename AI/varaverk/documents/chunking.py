@@ -67,13 +67,17 @@ CHUNKERS: dict[str, Callable[[Document], list[Draft]]] = {
 
 
 def normalise_text(text: str) -> str:
-    """Strip one leading U+FEFF, turn CRLF and lone CR into LF, and lone surrogates into
-    U+FFFD (``without_surrogates``).
+    """Drop every U+FEFF, turn CRLF and lone CR into LF, and lone surrogates into U+FFFD
+    (``without_surrogates``).
 
-    ``tracked_files.decode`` already does the first two; repeating them here is cheap and
-    keeps the chunkers safe when called directly.
+    ``tracked_files.decode`` already drops a leading byte order mark and turns line ends;
+    doing it here keeps the chunkers safe when called directly. A mark is dropped wherever it
+    is: one left after the first (a tool that adds one, files joined with ``cat``) hides the
+    front matter or a heading, and inside text it is a deprecated zero-width space.
     """
-    return without_surrogates(normalise_newlines(text[1:] if text.startswith("\ufeff") else text))
+    if "\ufeff" in text:
+        text = text.replace("\ufeff", "")
+    return without_surrogates(normalise_newlines(text))
 
 
 def chunk_document(path: str, kind: str, text: str, *, max_tokens: int = 256,
