@@ -23,9 +23,10 @@ import pytest
 from tests.index.conftest import make_settings
 from tests.support.repos import git, make_repo
 from varaverk.documents import guard
-from varaverk.documents.chunking import MAX_LABEL_CHARS, chunk_document, normalise_text
+from varaverk.documents.chunking import chunk_document, normalise_text
+from varaverk.documents.chunks import MAX_LABEL_CHARS
 from varaverk.documents.tracked_files import decode
-from varaverk.index import indexer
+from varaverk.index.plan import plan
 
 # Every chunker, by the kind and path that select it.
 CHUNKERS = [("header", "tools/run.sh"), ("header", "tools/run.py"), ("readme", "README-x.md"),
@@ -232,7 +233,7 @@ def test_every_chunker_over_a_large_real_set(real_repo):
 
 def test_the_index_plan_of_the_real_set_needs_no_guard(real_repo, tmp_path):
     settings = make_settings(real_repo, tmp_path)
-    result = indexer.plan(settings, None, 256)
+    result = plan(settings, None, 256)
     assert result["chunks"] > 0 and len(result["files"]) > 20
     assert not [s for s in result["skipped"] if s["reason"].startswith(guard.REASON_FAILED)]
     shutil.rmtree(tmp_path / "data", ignore_errors=True)
