@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from varaverk.documents.chunks import SEP, Chunk, Draft, TokenCounter
+from varaverk.documents.chunks import SEP, Chunk, Draft, TokenCounter, cap_label
+from varaverk.documents.guard import checkpoint
 
 # A context trail longer than this share of the budget is shortened (it is a label, not
 # content), so that every part keeps room for real text.
@@ -46,9 +47,9 @@ def budget_draft(path: str, kind: str, draft: Draft, count: TokenCounter,
     lines = _trim(draft.lines)
     if not lines:
         return []
-    context = SEP.join([path, *[t for t in draft.trail if t]])
-    draft = Draft(draft.section, draft.title, draft.trail, lines, draft.start_line, draft.meta,
-                  draft.part_labels)
+    context = SEP.join([path, *[cap_label(t) for t in draft.trail if t]])
+    draft = Draft(cap_label(draft.section), cap_label(draft.title), draft.trail, lines,
+                  draft.start_line, draft.meta, draft.part_labels)
     pieces = _budget_lines(draft, context, count, max_tokens)
     start = draft.start_line if draft.start_line is not None else lines[0][0]
     start = min(start, lines[0][0])
@@ -278,8 +279,8 @@ def _units(lines: list[tuple[int, str]], costs: list[int], cost: Callable[[str],
         if c <= budget:
             units.append((number, text, c))
         else:
-            units.extend((number, fragment, cost(fragment))
-                         for fragment in _hard_split(text, count, budget, overhead))
+            units.extend((number, fragment, c)
+                         for fragment, c in _hard_split(text, count, budget, overhead))
     return units
 
 
@@ -300,26 +301,57 @@ def _cut_piece(piece: list[tuple[int, str, int]],
     return [(n, t) for n, t, _ in piece[:cut]], rest
 
 
-def _hard_split(text: str, count: TokenCounter, budget: int, overhead: int) -> list[str]:
+# A hard-split fragment is accepted once it fills this share of the budget; it is grown
+# towards the budget while it fills less (at most _SPLIT_TRIES counts per fragment).
+_SPLIT_FILL = 0.95
+_SPLIT_TRIES = 8
+
+
+def _hard_split(text: str, count: TokenCounter, budget: int,
+                overhead: int) -> list[tuple[str, int]]:
     """Cut one over-long line into fragments of at most ``budget`` tokens each.
 
-    Binary search for the longest prefix the counter accepts, then back off to white space
-    when some is near the end; every fragment holds at least one character, so this ends.
+    Returns ``(fragment, cost)`` pairs, the cost as ``_pack`` counts it. Each fragment's
+    length is aimed at the budget from the characters per token seen so far, counted, then
+    shrunk (over the budget) or grown (under ``_SPLIT_FILL`` of it) by the ratio of budget
+    to count, ending just after white space when some is near. Only text about as long as
+    one fragment is ever counted, a few times at most, so a line costs time linear in its
+    length. Every fragment holds at least one character, so this ends.
     """
-    out: list[str] = []
-    rest = text
-    while rest:
-        if max(0, count(rest) - overhead) + 1 <= budget:
-            out.append(rest)
-            break
-        lo, hi = 1, len(rest)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if max(0, count(rest[:mid]) - overhead) + 1 <= budget:
-                lo = mid
-            else:
-                hi = mid - 1
-        cut = _soft_cut(rest, lo) if lo < len(rest) else lo
-        out.append(rest[:cut])
-        rest = rest[cut:]
+    out: list[tuple[str, int]] = []
+    start, end = 0, len(text)
+    per_token = 1.0  # characters per token: a first guess (dense text), then what was seen
+    while start < end:
+        checkpoint()
+        cut, cost = _next_fragment(text, start, count, budget, overhead, per_token)
+        out.append((text[start:start + cut], cost))
+        per_token = cut / max(1, cost - 1)
+        start += cut
     return out
+
+
+def _next_fragment(text: str, start: int, count: TokenCounter, budget: int, overhead: int,
+                   per_token: float) -> tuple[int, int]:
+    """``(length, cost)`` of the fragment of ``text`` starting at ``start`` (see
+    ``_hard_split``): the longest fitting length tried, else one character."""
+    rest = len(text) - start
+    good, bad = 0, rest + 1  # longest length known to fit; shortest known not to
+    best = None
+    room = max(1, budget - 1)  # tokens for the text: a piece's cost adds one for its newline
+    want = int(per_token * room)
+    for _ in range(_SPLIT_TRIES):
+        want = max(good + 1, min(want, bad - 1, rest))
+        length = want if want >= rest else _soft_cut(text[start:start + want + 1], want)
+        if length <= good:  # backs off to the white space already found: that is the cut
+            break
+        cost = max(0, count(text[start:start + length]) - overhead) + 1
+        if cost <= budget:
+            good, best = length, (length, cost)
+            if length >= rest or cost >= _SPLIT_FILL * budget:
+                break
+        else:
+            bad = length
+        if bad - good <= 1:
+            break
+        want = int(length * room / max(1, cost - 1) * (1.0 if cost <= budget else 0.97))
+    return best or (1, max(0, count(text[start:start + 1]) - overhead) + 1)

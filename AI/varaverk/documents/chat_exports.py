@@ -10,7 +10,11 @@ Formats read:
   the file (``WhatsApp Chat with Harbor crew.txt`` → ``Harbor crew``) or a "created group"
   line.
 * JSON: a list of ``{"chat", "sender", "timestamp", "text"}`` objects (ISO 8601 timestamps);
-  one file may hold several chats.
+  one file may hold several chats. Other fields are ignored, and a field that is not a
+  string (a list, an object) counts as missing. A file nested deeper than ``MAX_JSON_DEPTH``
+  is refused before it is parsed.
+
+Both are read in one pass, in time linear in the file's size.
 
 Media placeholders (``<Media omitted>``, ``image omitted``, ``<attached: …>``, ``… (file
 attached)``, "This message was deleted") carry no words and are never embedded: a message that
@@ -32,9 +36,15 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
-from varaverk.documents.chunks import Draft
+from varaverk.documents.chunks import Draft, cap_label, without_surrogates
+from varaverk.documents.guard import checkpoint
 
 SILENCE = dt.timedelta(hours=3)   # a longer gap between two messages starts a new run
+# A chat export is a list of flat objects; anything nested this deep is not one (and would
+# make the JSON decoder recurse).
+MAX_JSON_DEPTH = 32
+# A JSON string (with its escapes) or one bracket: what the depth check reads.
+_JSON_STRING_OR_BRACKET = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[\[\]{}]')
 _LRM = "\u200e\u200f\u202a\u202c\ufeff"
 _TIME = r"(?P<time>\d{1,2}[:.]\d{2}(?:[:.]\d{2})?(?:\s?[APap]\.?[Mm]\.?)?)"
 _DATE = r"(?P<date>\d{1,2}/\d{1,2}/\d{2,4})"
@@ -98,24 +108,25 @@ def parse_whatsapp(path: str, text: str) -> list[Message]:
     Never raises; lines before the first message are ignored.
     """
     name = chat_name(path)
-    raw: list[list] = []   # [when, sender or None, text, line]
+    raw: list[tuple] = []   # (when, sender or None, [text lines], line)
     for number, line in enumerate(text.split("\n"), start=1):
+        checkpoint()
         clean = _clean(line)
         m = BRACKETED.match(clean) or DASHED.match(clean)
         when = _parse_when(m.group("date"), m.group("time")) if m else None
         if when is None:
-            if raw:
-                raw[-1][2] += "\n" + line.strip(_LRM)
+            if raw:  # a message's next line: joined once the message is complete
+                raw[-1][2].append(line.strip(_LRM))
             continue
         said = _SENDER.match(m.group("rest"))
-        raw.append([when, said.group("name").strip() if said else None,
-                    said.group("text") if said else m.group("rest"), number])
+        raw.append((when, said.group("name").strip() if said else None,
+                    [said.group("text") if said else m.group("rest")], number))
     out = []
-    for when, sender, body, number in raw:
-        body = body.strip(_LRM + " \n")
+    for when, sender, parts, number in raw:
+        body = "\n".join(parts).strip(_LRM + " \n")
         if _is_system(sender, body, name):
             created = re.search(r'created group [“"](.+?)[”"]', body)
-            name = created.group(1) if created and name == chat_name(path) else name
+            name = cap_label(created.group(1)) if created and name == chat_name(path) else name
             continue
         if not body or MEDIA.match(body.strip(_LRM)):
             continue
@@ -128,32 +139,70 @@ def parse_whatsapp(path: str, text: str) -> list[Message]:
 def parse_json_export(path: str, text: str) -> list[Message]:
     """The messages of a JSON export: a list of ``{chat, sender, timestamp, text}``.
 
-    Raises ValueError when the file is not such a list (the indexer records the reason).
+    Raises ValueError when the file is not such a list, is not JSON, or is nested deeper
+    than ``MAX_JSON_DEPTH`` (the indexer records the reason).
     """
+    check_json_depth(text, MAX_JSON_DEPTH)
     data = json.loads(text)
     if not isinstance(data, list):
         raise ValueError("a chat export is a JSON list of {chat, sender, timestamp, text}")
     lines = _object_lines(text)
     out = []
     for i, item in enumerate(data):
+        checkpoint()
         if not isinstance(item, dict):
             continue
-        body = str(item.get("text") or "").strip()
+        body = _field(item, "text").strip()
         try:
-            when = dt.datetime.fromisoformat(str(item.get("timestamp")).replace("Z", "+00:00"))
+            when = dt.datetime.fromisoformat(_field(item, "timestamp").replace("Z", "+00:00"))
         except ValueError:
             continue
         if not body or MEDIA.match(body):
             continue
-        out.append(Message(str(item.get("chat") or chat_name(path)),
-                           str(item.get("sender") or ""), when.replace(tzinfo=None), body,
+        out.append(Message(cap_label(_field(item, "chat")) or chat_name(path),
+                           cap_label(_field(item, "sender")),
+                           when.replace(tzinfo=None), body,
                            lines[i] if i < len(lines) else 1))
     return out
 
 
+def _field(item: dict, key: str) -> str:
+    """A message's field as text: a string (lone surrogates as U+FFFD), or a number written
+    out; anything else ``""``."""
+    value = item.get(key)
+    if isinstance(value, str):
+        return without_surrogates(value)
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+
+
+def check_json_depth(text: str, limit: int) -> None:
+    """Raise ValueError when JSON ``text`` opens more than ``limit`` nested lists or objects.
+
+    One pass over its brackets outside strings (linear in the text), before any parse, so
+    a file nested 100,000 deep costs a scan, not a RecursionError in the decoder.
+    """
+    depth = 0
+    for m in _JSON_STRING_OR_BRACKET.finditer(text):
+        bracket = m.group()
+        if bracket in ("[", "{"):
+            depth += 1
+            if depth > limit:
+                raise ValueError(f"a chat export, but nested deeper than {limit} levels")
+        elif bracket in ("]", "}"):
+            depth -= 1
+
+
 def _object_lines(text: str) -> list[int]:
-    """The line of each top-level object's ``"timestamp"`` key, in order (1-based)."""
-    return [text.count("\n", 0, m.start()) + 1 for m in re.finditer(r'"timestamp"\s*:', text)]
+    """The line of each top-level object's ``"timestamp"`` key, in order (1-based).
+
+    Lines are counted on from the previous key, so the whole file is counted once.
+    """
+    out, line, pos = [], 1, 0
+    for m in re.finditer(r'"timestamp"\s*:', text):
+        line += text.count("\n", pos, m.start())
+        pos = m.start()
+        out.append(line)
+    return out
 
 
 def span(first: dt.datetime, last: dt.datetime) -> str:
@@ -198,6 +247,7 @@ def _runs(path: str, chat: str, items: list[Message], count, max_tokens: int):
     run: list[Message] = []
     used = overhead
     for message in items:
+        checkpoint()
         cost = count(_line(message)) + 1
         gap = run and message.when - run[-1].when > SILENCE
         if run and (gap or used + cost > max_tokens):

@@ -16,7 +16,7 @@ from typing import Callable
 
 from varaverk.documents.budget import budget_draft, char_count
 from varaverk.documents.chat_exports import chat_drafts
-from varaverk.documents.chunks import KINDS, Chunk, Draft, TokenCounter
+from varaverk.documents.chunks import KINDS, Chunk, Draft, TokenCounter, without_surrogates
 from varaverk.documents.conf_templates import template_drafts
 from varaverk.documents.markdown_sections import markdown_drafts
 from varaverk.documents.obsidian_notes import obsidian_drafts
@@ -67,12 +67,17 @@ CHUNKERS: dict[str, Callable[[Document], list[Draft]]] = {
 
 
 def normalise_text(text: str) -> str:
-    """Strip one leading U+FEFF and turn CRLF and lone CR into LF.
+    """Drop every U+FEFF, turn CRLF and lone CR into LF, and lone surrogates into U+FFFD
+    (``without_surrogates``).
 
-    ``tracked_files.decode`` already does this; repeating it here is cheap and keeps the chunkers
-    safe when called directly.
+    ``tracked_files.decode`` already drops a leading byte order mark and turns line ends;
+    doing it here keeps the chunkers safe when called directly. A mark is dropped wherever it
+    is: one left after the first (a tool that adds one, files joined with ``cat``) hides the
+    front matter or a heading, and inside text it is a deprecated zero-width space.
     """
-    return normalise_newlines(text[1:] if text.startswith("\ufeff") else text)
+    if "\ufeff" in text:
+        text = text.replace("\ufeff", "")
+    return without_surrogates(normalise_newlines(text))
 
 
 def chunk_document(path: str, kind: str, text: str, *, max_tokens: int = 256,

@@ -3,7 +3,9 @@
 Every format chunker (``script_headers``, ``markdown_sections``, ``conf_templates``, ...)
 produces ``Draft`` records; ``varaverk.documents.budget`` turns drafts into ``Chunk`` records
 that fit the embedder's input budget; ``varaverk.documents.chunking`` picks the chunker for a
-document's kind. This module imports no chunker, so every chunker can import it.
+document's kind. This module imports no chunker, so every chunker can import it, with the
+text helpers they share (``unique_words``, ``without_surrogates``, ``framed_name``,
+``cap_label``).
 
 Conventions shared by every kind:
     - ``context`` is ``path › trail...`` joined with ``SEP``; for headers the trail is
@@ -15,6 +17,7 @@ Conventions shared by every kind:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -25,6 +28,13 @@ HEADING_JOIN = " > "  # joins a Markdown heading trail inside ``section``
 KINDS = ("header", "readme", "manual", "template", "doc", "note", "org", "chat")
 
 TokenCounter = Callable[[str], int]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# A label (a heading in a context trail, a section, a title, a chat's name) longer than this
+# is cut with an ellipsis: it names text, it is not text, and every chunk under it repeats
+# it. The Markdown, reStructuredText and org chunkers keep such a heading's words in the
+# chunk text.
+MAX_LABEL_CHARS = 1000
 
 
 @dataclass(frozen=True)
@@ -124,3 +134,41 @@ def unique_words(words: Iterable[str]) -> list[str]:
             seen.add(w.lower())
             out.append(w)
     return out
+
+
+def without_surrogates(text: str) -> str:
+    """``text`` with surrogate pairs joined and every lone surrogate written as U+FFFD.
+
+    JSON and YAML escapes (``"\\ud83d"``, half an emoji in a cut export) decode to lone
+    surrogates, which no UTF-8 consumer takes: SQLite refuses the whole write, the tokenizer
+    the text. Linear; a text without them comes back as it is.
+    """
+    if text.isascii() or not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def framed_name(text: str, chars: str, *, need_word: bool = True) -> str | None:
+    """The name between two runs of at least two of ``chars`` (``── Mover ──``, ``=== X
+    ===``), stripped; None when ``text`` (stripped) is not framed so.
+
+    ``need_word``: the name must hold a character that is neither white space nor one of
+    ``chars`` (else an empty name is allowed when something stands between the runs).
+    String methods only: a pattern with a lazy name between two such runs backtracked over
+    every character of a long ruler (quadratic, and worse).
+    """
+    core = text.strip()
+    inner = core.lstrip(chars)
+    if len(core) - len(inner) < 2:
+        return None
+    name = inner.rstrip().rstrip(chars)
+    if len(inner.rstrip()) - len(name) < 2 or not name:
+        return None
+    if need_word and not any(not c.isspace() and c not in chars for c in name):
+        return None
+    return name.strip()
+
+
+def cap_label(text: str) -> str:
+    """``text``, cut to ``MAX_LABEL_CHARS`` characters and an ellipsis when longer."""
+    return text if len(text) <= MAX_LABEL_CHARS else text[:MAX_LABEL_CHARS] + "\u2026"

@@ -31,13 +31,11 @@ from __future__ import annotations
 import re
 
 from varaverk.documents.annotations import annotation_lines, strip_trailing_annotation
-from varaverk.documents.chunks import Draft
+from varaverk.documents.chunks import Draft, framed_name
 from varaverk.documents.markdown_sections import yaml_key_paths as _yaml_key_paths
 
-_BANNER_CHARS = "─━═—–=\\-~*#_+"
-_BANNER_INLINE = re.compile(rf"^[{_BANNER_CHARS}]{{2,}}\s*(?P<name>.*?[^\s{_BANNER_CHARS}].*?)"
-                            rf"\s*[{_BANNER_CHARS}]{{2,}}$")
-_RULER = re.compile(rf"^[{_BANNER_CHARS}]{{3,}}$")
+_BANNER_CHARS = "─━═—–=-~*#_+"
+_RULER = re.compile(rf"^[{re.escape(_BANNER_CHARS)}]{{3,}}$")
 _INI_SECTION = re.compile(r"^\[(?P<name>[^\]]+)\]\s*$")
 _KEY_LINE = re.compile(r"^(?:export\s+)?(?P<key>[A-Za-z_][A-Za-z0-9_.\-]*)\s*=")
 # A commented-out key: no space between the name and "=", so prose such as
@@ -103,9 +101,9 @@ def _banner_name(lines: list[str], i: int) -> tuple[str, int] | None:
     body = body.strip()
     # "##### X #####" is matched as written (its leader is part of the banner), the others
     # ("# ── X ──") once the leader is gone.
-    inline = _BANNER_INLINE.match(line) or _BANNER_INLINE.match(body)
+    inline = framed_name(line, _BANNER_CHARS) or framed_name(body, _BANNER_CHARS)
     if inline:
-        return inline.group("name").strip(), 1
+        return inline, 1
     if _RULER.match(body) and i + 2 < len(lines):
         name = _comment_body(lines[i + 1])
         closing = _comment_body(lines[i + 2])

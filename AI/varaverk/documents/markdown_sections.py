@@ -8,7 +8,9 @@ pages) is site-generator code and is left out, as are lines of an HTML block tha
 tag and no words (``<TabItem value="yaml">``, ``</ConfigTabs>``) or one HTML comment for a tool
 (``<!-- markdownlint-disable -->``, ``<!-- toc -->``). YAML front matter is parsed
 (mdit-py-plugins' front_matter plugin, then PyYAML) into ``meta``; it is never chunk text and
-never a setext underline.
+never a setext underline. Front matter that is too large, nested too deep, or whose aliases
+expand too far (an alias bomb) is refused unread: the page is chunked without metadata and a
+warning names the file.
 
 One chunk per heading: its body is the text from the line after the heading to the next
 heading of any level, without leading and trailing blank lines; the chunk's line range starts
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,7 +45,11 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.front_matter import front_matter_plugin
 
 from varaverk.documents.annotations import is_markdown_marker
-from varaverk.documents.chunks import HEADING_JOIN, Draft
+from varaverk.documents.chunks import (HEADING_JOIN, MAX_LABEL_CHARS, Draft, cap_label,
+                                       without_surrogates)
+from varaverk.documents.guard import checkpoint
+
+log = logging.getLogger(__name__)
 
 _YAML_INFOS = {"yaml", "yml"}
 # A line that is only one HTML/JSX tag (``<TabItem value="yaml">``, ``</ConfigTabs>``,
@@ -53,43 +60,107 @@ _BARE_TAG = re.compile(r"""^\s*</?[A-Za-z][\w.:-]*"""
 # ``<!-- toc -->``) it is left out (``varaverk.documents.annotations``).
 _HTML_COMMENT = re.compile(r"^\s*<!--(?P<body>.*?)-->\s*$")
 # MDX module imports (Docusaurus pages): code for the site generator, not documentation.
-_MDX_IMPORT = re.compile(r"""^import\s+[\w{}\s,*]+\s+from\s+["'][^"']+["'];?\s*$""")
+_MDX_IMPORT = re.compile(r"""^import\s(?P<names>.*)\sfrom\s++["'][^"']+["'];?\s*+$""")
+_MDX_NAMES = re.compile(r"[\w{}\s,*]+")
 _YAML_KEY = re.compile(r"^(?P<indent>\s*)(?:-\s+)?"
                        r"(?P<key>[A-Za-z_][\w.\-]*|\"[^\"]+\"|'[^']+')\s*:(\s|$)")
 
 
 @functools.lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark").use(front_matter_plugin)
+    # Block structure only: a heading's text is its inline token's ``content`` (the source as
+    # written), so parsing emphasis and links inside every paragraph would be wasted time
+    # (about 40% of a parse).
+    return MarkdownIt("commonmark").use(front_matter_plugin).disable("inline")
+
+
+# Front matter is a page's metadata, never a data file: no real page comes near these bounds,
+# and they stop alias bombs (``tags: &a [*a]``, billion laughs) and deep nesting before any
+# of it is built.
+MAX_FRONT_MATTER_CHARS = 128 * 1024
+MAX_FRONT_MATTER_DEPTH = 32            # nested lists and mappings
+MAX_ALIAS_EXPANSION_CHARS = 64 * 1024  # what aliases may add to the metadata, expanded
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when installed
 
 
 def parse_front_matter(raw: str) -> dict[str, Any]:
     """YAML front matter as JSON-safe metadata.
 
     A mapping becomes a dict with dates as ISO strings; anything else (a bare string, a
-    list, YAML that does not parse) is kept under ``front_matter`` so nothing is lost.
+    list, YAML that does not parse or holds an impossible value such as ``2024-02-30``) is
+    kept under ``front_matter`` so nothing is lost, with ``front_matter_error`` saying why.
+    Front matter beyond the bounds above gives only ``{"front_matter_error": why}``. Never
+    raises.
     """
     try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        return {"front_matter": raw, "front_matter_error": str(exc).splitlines()[0]}
+        problem = front_matter_problem(raw)
+        data = None if problem else yaml.load(raw, Loader=_YAML_LOADER)
+    except (yaml.YAMLError, ValueError, TypeError, OverflowError) as exc:
+        return {"front_matter": raw,
+                "front_matter_error": (str(exc).splitlines() or [type(exc).__name__])[0]}
+    if problem:
+        return {"front_matter_error": f"front matter not read: {problem}"}
     if data is None:
         return {}
     if not isinstance(data, dict):
         return {"front_matter": raw}
-    return {str(k): _json_safe(v) for k, v in data.items()}
+    return {without_surrogates(str(k)): _json_safe(v) for k, v in data.items()}
+
+
+def front_matter_problem(raw: str) -> str:
+    """Why front matter is refused unread, or ``""`` when it is within the bounds.
+
+    Reads the YAML as a stream of events (never building it): its size, its nesting depth,
+    and the characters its aliases would add once expanded (a scalar counts its length
+    plus one, a list or mapping one); an alias inside its own anchor is refused outright.
+
+    Raises:
+        yaml.YAMLError: the YAML does not parse.
+    """
+    if len(raw) > MAX_FRONT_MATTER_CHARS:
+        return f"larger than {MAX_FRONT_MATTER_CHARS // 1024} KiB"
+    open_anchors: list[tuple[str | None, int]] = []  # (anchor, size at its start) per level
+    sizes: dict[str, int] = {}  # anchor -> its node's expanded size
+    size = added = 0
+    for event in yaml.parse(raw, Loader=_YAML_LOADER):
+        if isinstance(event, yaml.AliasEvent):
+            if any(anchor == event.anchor for anchor, _ in open_anchors):
+                return f"the alias *{event.anchor} refers to itself (a recursive alias)"
+            grown = sizes.get(event.anchor, 0)
+            size, added = size + grown, added + grown
+            if added > MAX_ALIAS_EXPANSION_CHARS:
+                return (f"its aliases expand to more than {MAX_ALIAS_EXPANSION_CHARS // 1024}"
+                        " KiB (an alias bomb)")
+        elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            open_anchors.append((event.anchor, size))
+            size += 1
+            if len(open_anchors) > MAX_FRONT_MATTER_DEPTH:
+                return f"nested deeper than {MAX_FRONT_MATTER_DEPTH} levels"
+        elif isinstance(event, yaml.CollectionEndEvent):
+            anchor, start = open_anchors.pop()
+            if anchor is not None:
+                sizes[anchor] = size - start
+        elif isinstance(event, yaml.ScalarEvent):
+            size += len(event.value) + 1
+            if event.anchor is not None:
+                sizes[event.anchor] = len(event.value) + 1
+    return ""
 
 
 def _json_safe(value: Any) -> Any:
+    """Front matter values as JSON: dates as ISO strings, keys as strings, strings without
+    lone surrogates (a YAML ``"\\ud800"`` escape)."""
     if isinstance(value, (dt.date, dt.datetime, dt.time)):
         return value.isoformat()
     if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {without_surrogates(str(k)): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
+    if isinstance(value, str):
+        return without_surrogates(value)
+    if value is None or isinstance(value, (int, float, bool)):
         return value
-    return str(value)
+    return without_surrogates(str(value))
 
 
 def yaml_key_paths(lines: list[str], first: int, end: int) -> dict[int, str]:
@@ -115,6 +186,13 @@ def yaml_key_paths(lines: list[str], first: int, end: int) -> dict[int, str]:
     return out
 
 
+def _is_mdx_import(line: str) -> bool:
+    """``import X from "..."``: the names are matched apart, as one pattern with white space
+    on both sides of them backtracked over every space of a long line (quadratic)."""
+    m = _MDX_IMPORT.match(line)
+    return bool(m and m.group("names").strip() and _MDX_NAMES.fullmatch(m.group("names")))
+
+
 @dataclass
 class Outline:
     """What one pass over markdown-it's tokens finds in a document."""
@@ -136,7 +214,7 @@ def _outline(tokens, lines: list[str]) -> Outline:
         if tok.type == "fence" and tok.info.strip().lower() in _YAML_INFOS:
             out.labels.update(yaml_key_paths(lines, tok.map[0] + 1, tok.map[1] - 1))
         elif tok.type == "paragraph_open" and tok.level == 0 \
-                and all(_MDX_IMPORT.match(lines[n]) for n in range(*tok.map)):
+                and all(_is_mdx_import(lines[n]) for n in range(*tok.map)):
             out.skipped.update(range(tok.map[0], tok.map[1]))
         elif tok.type == "html_block" and tok.level == 0:
             out.skipped.update(n for n in range(*tok.map)
@@ -186,12 +264,15 @@ def markdown_drafts(path: str, text: str) -> list[Draft]:
     """Chunk drafts for a Markdown document, one per heading plus the text before the first.
 
     Args:
-        path: repository-relative path (not used for parsing; kept for a uniform signature).
+        path: repository-relative path (named in the warning about unusable front matter).
         text: the decoded, newline-normalised document.
     """
     lines = text.split("\n")
     outline = _outline(_parser().parse(text), lines)
     meta, headings = outline.meta, outline.headings
+    if "front_matter_error" in meta:
+        log.warning("%s: front matter not used as metadata: %s", path,
+                    meta["front_matter_error"])
     page_title = meta.get("title") if isinstance(meta.get("title"), str) else ""
     page_title = page_title.strip()
     lead_trail = [page_title] if page_title and not any(h[0] == 1 for h in headings) else []
@@ -211,6 +292,9 @@ def heading_drafts(outline: Outline, lines: list[str], lead_trail: list[str]) ->
     drafts: list[Draft] = []
     trail: list[tuple[int, str]] = []  # (level, text) of the open headings
     for k, (level, first, end, title) in enumerate(headings):
+        checkpoint()
+        if len(title) > MAX_LABEL_CHARS:  # too long to be a label: its words stay text
+            title, end = cap_label(title), first
         while trail and trail[-1][0] >= level:
             trail.pop()
         parents = [t for _, t in trail]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
+from varaverk.documents.guard import attempt
 from varaverk.documents.markdown_sections import parse_front_matter
 from varaverk.documents.obsidian_notes import note_name, note_title
 from varaverk.documents.org_notes import org_ids
@@ -29,14 +30,24 @@ def link_titles(notes: Iterable[tuple[str, str, Callable[[], str | None]]]) -> d
     """
     titles: dict[str, str] = {}
     for path, kind, read in notes:
-        text = read()
-        if text is None:
-            continue
-        if kind == "org":
-            titles.update({f"id:{k}": v for k, v in org_ids(path, text).items()})
-            continue
-        titles.setdefault(note_name(path), note_title(path, _front_matter(text)))
+        # One note's failure costs its own title only (``guard``); it is skipped when chunked.
+        found, _ = attempt(path, lambda: _note_titles(path, kind, read))
+        for key, title in (found or {}).items():
+            if kind == "org":
+                titles[key] = title
+            else:
+                titles.setdefault(key, title)
     return titles
+
+
+def _note_titles(path: str, kind: str, read: Callable[[], str | None]) -> dict[str, str]:
+    """One note's entries for ``link_titles``."""
+    text = read()
+    if text is None:
+        return {}
+    if kind == "org":
+        return {f"id:{k}": v for k, v in org_ids(path, text).items()}
+    return {note_name(path): note_title(path, _front_matter(text))}
 
 
 def _front_matter(text: str) -> dict:

@@ -28,17 +28,20 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from varaverk.documents.chunks import HEADING_JOIN, Draft, unique_words
+from varaverk.documents.chunks import HEADING_JOIN, MAX_LABEL_CHARS, Draft, cap_label, unique_words
+from varaverk.documents.guard import checkpoint
 from varaverk.named_sources import file_stem
 
-HEADLINE = re.compile(r"^(\*+)\s+(.*?)\s*$")
-_TAGS = re.compile(r"\s+(:(?:[\w@#%]+:)+)\s*$")
+# No pattern here lets a lazy group meet a run of white space before the line's end (each
+# step would scan the run again: quadratic in a long line); values are stripped in code.
+HEADLINE = re.compile(r"^(\*+)\s++(.*)")
+_TAGS = re.compile(r"(?<!\s)\s++(:(?:[\w@#%]++:)++)\s*+$")
 _TODO = re.compile(r"^(?:TODO|DONE|NEXT|WAIT|WAITING|HOLD|CANCELLED|CANCELED|STARTED)\s+")
 _PRIORITY = re.compile(r"^\[#[A-Za-z0-9]\]\s+")
-_KEYWORD = re.compile(r"^\s*#\+(\w+):\s*(.*?)\s*$")
+_KEYWORD = re.compile(r"^\s*+#\+(\w+):\s*+(.*)")
 _BLOCK_BEGIN = re.compile(r"^\s*#\+begin_(\w+)", re.IGNORECASE)
 _DRAWER = re.compile(r"^\s*:([\w-]+):\s*$")
-_PROPERTY = re.compile(r"^\s*:([\w+-]+):\s*(.*?)\s*$")
+_PROPERTY = re.compile(r"^\s*+:([\w+-]+):\s*+(.*)")
 _PLANNING = re.compile(r"^\s*(SCHEDULED|DEADLINE|CLOSED):")
 _LINK = re.compile(r"\[\[([^\[\]]+)\](?:\[([^\[\]]*)\])?\]")
 
@@ -79,6 +82,7 @@ def parse_org(text: str) -> OrgDocument:
     block = None      # the open #+begin_X block's X
     drawer = None     # the open drawer's name
     for number, line in enumerate(text.split("\n"), start=1):
+        checkpoint()
         node = nodes[-1]
         if block is not None:
             if re.match(rf"^\s*#\+end_{re.escape(block)}\b", line, re.IGNORECASE):
@@ -90,7 +94,7 @@ def parse_org(text: str) -> OrgDocument:
             if line.strip().upper() == ":END:":
                 drawer = None
             elif drawer == "PROPERTIES" and (m := _PROPERTY.match(line)):
-                node.properties[m.group(1).upper()] = m.group(2)
+                node.properties[m.group(1).upper()] = m.group(2).rstrip()
             continue
         if (m := HEADLINE.match(line)):
             nodes.append(_headline(m, number))
@@ -103,7 +107,7 @@ def parse_org(text: str) -> OrgDocument:
             continue
         if (m := _KEYWORD.match(line)):
             if node.level == 0:
-                keywords.setdefault(m.group(1).upper(), m.group(2))
+                keywords.setdefault(m.group(1).upper(), m.group(2).rstrip())
             continue
         if _PLANNING.match(line) or re.match(r"^\s*#(\s|$)", line):
             continue
@@ -112,13 +116,16 @@ def parse_org(text: str) -> OrgDocument:
 
 
 def _headline(m: re.Match, number: int) -> OrgNode:
-    rest = m.group(2)
+    rest = m.group(2).rstrip()
     tags: list[str] = []
     if (t := _TAGS.search(rest)):
         tags = split_tags(t.group(1))
         rest = rest[:t.start()]
     rest = _PRIORITY.sub("", _TODO.sub("", rest)).strip()
-    return OrgNode(len(m.group(1)), rest, number, tags)
+    node = OrgNode(len(m.group(1)), cap_label(rest), number, tags)
+    if len(rest) > MAX_LABEL_CHARS:  # too long to be a label: its words stay text
+        node.lines.append((number, m.group(0)))
+    return node
 
 
 def aliases(properties: dict[str, str]) -> list[str]:
@@ -208,8 +215,9 @@ def _inherited(file_tags: list[str], ancestors: Iterable[OrgNode], node: OrgNode
 
 
 def _trim(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    while lines and not lines[0][1].strip():
-        lines = lines[1:]
-    while lines and not lines[-1][1].strip():
-        lines = lines[:-1]
-    return lines
+    start, end = 0, len(lines)
+    while start < end and not lines[start][1].strip():
+        start += 1
+    while end > start and not lines[end - 1][1].strip():
+        end -= 1
+    return lines[start:end]

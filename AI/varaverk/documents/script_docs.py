@@ -23,7 +23,7 @@ import ast
 import re
 
 from varaverk.documents.annotations import is_annotation
-from varaverk.documents.chunks import Draft
+from varaverk.documents.chunks import Draft, framed_name
 
 USAGE_TITLE = "usage"
 _USAGE_FUNC = re.compile(r"^\s*(?:function\s+)?(?:show_|print_|_)?(?:usage|help)\s*"
@@ -33,8 +33,7 @@ _ECHO = re.compile(r"""^\s*(?:echo|printf)(?:\s+-[a-zA-Z]+)*\s+(["'])(?P<text>.*
 _ASSIGN = re.compile(r"^\s*(?:export\s+|readonly\s+|local\s+|declare(?:\s+-\w+)*\s+)?"
                      r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^\]]*\])?\+?=")
 _RULER = re.compile(r"^[#=\-~*_+─━═]{6,}$")
-_INLINE_BANNER = re.compile(r"^#+\s*[─━═=\-~*]{2,}\s*(?P<name>[^─━═=\-~*].*?)"
-                            r"\s*[─━═=\-~*]{2,}\s*$")
+_BANNER_CHARS = "─━═=-~*"  # an inline banner: # ── name ── (see framed_name)
 
 Numbered = list[tuple[int, str]]
 
@@ -117,7 +116,9 @@ def _argparse_text(lines: list[str]) -> Numbered:
     """``ArgumentParser`` description/epilog and ``add_argument`` flags with their help."""
     try:
         tree = ast.parse("\n".join(lines))
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        # Not Python we can read (or nested past the parser's limits): no usage, the header
+        # comment is still read.
         return []
     out: Numbered = []
     for node in ast.walk(tree):
@@ -166,9 +167,10 @@ def banner_at(lines: list[str], i: int) -> tuple[str, int] | None:
     """(banner name, lines it takes) when a comment banner starts at line i, else None:
     a ruler / ``# name`` / ruler triple, or one ``# ── name ──`` line."""
     line = lines[i].strip()
-    inline = _INLINE_BANNER.match(line)
-    if inline:
-        return inline.group("name").strip(), 1
+    inline = framed_name(line.lstrip("#"), _BANNER_CHARS, need_word=False) \
+        if line.startswith("#") else None
+    if inline is not None:
+        return inline, 1
     if not _RULER.match(line) or not line.startswith("#") or i + 2 >= len(lines):
         return None
     name = _comment_text(lines[i + 1])

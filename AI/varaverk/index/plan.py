@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from varaverk.documents import tracked_files
 from varaverk.index.classify import list_all
-from varaverk.index.prepare import LinkTitles, decode_and_chunk, read_document
+from varaverk.index.prepare import LinkTitles, guarded_decode_and_chunk, read_document
 
 
 def plan(settings, count_tokens: Callable[[str], int] | None = None, max_tokens: int = 256
@@ -34,8 +34,8 @@ def plan(settings, count_tokens: Callable[[str], int] | None = None, max_tokens:
     for entry in entries:
         data, reason = (None, entry.reason) if entry.reason else read_document(listing.root, entry)
         if data is not None:
-            decoded, chunks, reason = decode_and_chunk(entry, data, count_tokens, max_tokens,
-                                                       links.getter(entry))
+            decoded, chunks, reason, _ = guarded_decode_and_chunk(
+                entry, data, count_tokens, max_tokens, links.getter(entry))
         if reason:
             skipped.append({"path": entry.path, "kind": entry.kind, "reason": reason})
             continue

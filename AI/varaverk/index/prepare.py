@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from varaverk.documents import tracked_files
+from varaverk.documents import guard, tracked_files
 from varaverk.index.classify import Entry
 from varaverk.index.secret_masks import mask, masked_text, report_masked
 from varaverk.named_sources import DEFAULT_SOURCE, NOTE_KINDS
@@ -72,6 +72,26 @@ def decode_and_chunk(entry: Entry, data: bytes, count_tokens, max_tokens: int,
     if not chunks:
         return decoded, [], REASON_NO_HEADER if entry.kind == "header" else REASON_NO_TEXT
     return decoded, chunks, ""
+
+
+def guarded_decode_and_chunk(entry: Entry, data: bytes, count_tokens, max_tokens: int,
+                             links: Callable[[], dict] | None = None
+                             ) -> tuple[tracked_files.Decoded | None, list, str, str]:
+    """``decode_and_chunk`` under the per-file guard (``documents.guard.attempt``):
+    ``(decoded, chunks, skip reason or "", failure or "")``.
+
+    Decoding, masking, front matter, chunking and the source's link titles all run inside
+    it, so whatever one file raises, or its time overrun, is that file's ``failure`` (then
+    ``decoded`` is None, ``chunks`` empty and the reason is the failure); the run goes on.
+
+    Raises:
+        VaraverkError, KeyboardInterrupt, SystemExit: errors of the run, not of the file.
+    """
+    done, failure = guard.attempt(entry.path, lambda: decode_and_chunk(
+        entry, data, count_tokens, max_tokens, links), size=len(data))
+    if done is None:
+        return None, [], failure, failure
+    return (*done, "")
 
 
 class LinkTitles:

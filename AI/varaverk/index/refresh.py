@@ -41,7 +41,7 @@ from varaverk.index.batched_embedding import embed_all, reusable_vectors
 from varaverk.index.change_detection import (configured_embedder, needs_work, racy, racy_since,
                                              skip_stat, skip_unchanged, stat_unchanged)
 from varaverk.index.classify import VERDICTS_META, Entry, Listed, head_key, heads_moved, list_all
-from varaverk.index.prepare import LinkTitles, decode_and_chunk, read_document, sha256
+from varaverk.index.prepare import LinkTitles, guarded_decode_and_chunk, read_document, sha256
 from varaverk.index.report import IndexReport
 from varaverk.index.secret_masks import EXAMPLE, masked_note
 from varaverk.index.store.compatibility import check_compatible, names_other_embedder
@@ -326,9 +326,16 @@ def _record_same_content(run: _Run, entry: Entry, stored: FileState, sha: str) -
 def _chunk_entry(run: _Run, entry: Entry, data: bytes, sha: str) -> None:
     """Decode and chunk a new or changed document; queue it for embedding or record a skip."""
     emb = run.get_embedder()
-    decoded, chunks, reason = decode_and_chunk(entry, data, emb.count_tokens, emb.max_tokens,
-                                               run.links.getter(entry))
-    st = entry.st
+    decoded, chunks, reason, failure = guarded_decode_and_chunk(
+        entry, data, emb.count_tokens, emb.max_tokens, run.links.getter(entry))
+    st, stored = entry.st, run.states.get(entry.path)
+    if failure:  # skipped with its reason; its previous chunks stay until it reads cleanly
+        run.report.skipped.append((entry.path, failure))
+        run.changes.file_rows.append(FileRow(
+            entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha, "skipped", failure,
+            stored.chunk_count if stored else 0, stored.encoding if stored else "",
+            entry.source))
+        return
     if reason:
         if decoded.text is not None:
             log.info("%s: skipped: %s", entry.path, reason, extra=DETAIL)
