@@ -331,8 +331,8 @@ def _chunk_entry(run: _Run, entry: Entry, data: bytes, sha: str) -> None:
     st, stored = entry.st, run.states.get(entry.path)
     if failure:  # skipped with its reason; its previous chunks stay until it reads cleanly
         run.report.skipped.append((entry.path, failure))
-        run.changes.file_rows.append(FileRow(
-            entry.path, entry.kind, st.st_size, st.st_mtime_ns, sha, "skipped", failure,
+        run.changes.file_rows.append(file_row(
+            entry.path, entry.kind, stat_key(st), sha, "skipped", failure,
             stored.chunk_count if stored else 0, stored.encoding if stored else "",
             entry.source))
         return
