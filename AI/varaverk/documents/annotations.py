@@ -54,7 +54,9 @@ _MARKDOWN_MARKER = re.compile(r"(?:toc|tocstop|omit (?:from|in) toc|(?:begin|end
                               r"all-contributors|doctoc|start doctoc|end doctoc)\b",
                               re.IGNORECASE)
 # An annotation written after a value: ``image: app:1.2 # {"$imagepolicy": "flux:app"}``.
-_TRAILING = re.compile(r"\s+#\s*(?P<body>\S.*)$")
+# It starts only where a run of blanks starts: tried inside a long run it would rescan the run
+# from every blank (quadratic).
+_TRAILING = re.compile(r"(?<!\s)\s++#\s*+(?P<body>\S.*)$")
 
 
 def is_annotation(body: str) -> bool:

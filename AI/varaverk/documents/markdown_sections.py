@@ -229,7 +229,8 @@ def _outline(tokens, lines: list[str]) -> Outline:
     return out
 
 
-_INLINE_COMMENT = re.compile(r"\s*<!--(?P<body>.*?)-->")
+# Tried only where a run of blanks starts, so a long run is not rescanned from every blank.
+_INLINE_COMMENT = re.compile(r"(?<!\s)\s*+<!--(?P<body>.*?)-->")
 
 
 def _inline_comment(match: re.Match) -> str:
