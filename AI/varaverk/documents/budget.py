@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from varaverk.documents.chunks import SEP, Chunk, Draft, TokenCounter, cap_label
+from varaverk.documents.chunks import SEP, Chunk, Draft, TokenCounter, cap_label, trim_blank_lines
 from varaverk.documents.guard import checkpoint
 
 # A context trail longer than this share of the budget is shortened (it is a label, not
@@ -44,7 +44,7 @@ def budget_draft(path: str, kind: str, draft: Draft, count: TokenCounter,
     Raises:
         ValueError: ``max_tokens`` below 8 (for any draft with text).
     """
-    lines = _trim(draft.lines)
+    lines = trim_blank_lines(draft.lines)
     if not lines:
         return []
     context = SEP.join([path, *[cap_label(t) for t in draft.trail if t]])
@@ -133,7 +133,8 @@ def _halve(lines: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
         score = abs(pos - total / 2) - (total / 8 if not lines[i][1].strip() else 0)
         if best_score is None or score < best_score:
             best, best_score = i, score
-    halves = [part for part in (_trim(lines[:best]), _trim(lines[best:])) if part]
+    halves = [part for part in (trim_blank_lines(lines[:best]),
+                                trim_blank_lines(lines[best:])) if part]
     if len(halves) == 1 and len(halves[0]) == 1:  # one line with blank lines around it
         return _halve(halves[0])
     return halves
@@ -145,16 +146,6 @@ def _soft_cut(text: str, limit: int) -> int:
         return len(text)
     space = text.rfind(" ", max(1, limit - 40), limit)
     return space + 1 if space > 0 else max(1, limit)
-
-
-def _trim(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """Drop blank lines at both ends."""
-    start, end = 0, len(lines)
-    while start < end and not lines[start][1].strip():
-        start += 1
-    while end > start and not lines[end - 1][1].strip():
-        end -= 1
-    return lines[start:end]
 
 
 def _join(lines: Iterable[tuple[int, str]]) -> str:
@@ -259,7 +250,7 @@ def _pack(lines: list[tuple[int, str]], count: TokenCounter, budget: int,
         piece.append(unit)
     if piece:
         pieces.append([(n, t) for n, t, _ in piece])
-    return [trimmed for trimmed in (_trim(p) for p in pieces) if trimmed]
+    return [trimmed for trimmed in (trim_blank_lines(p) for p in pieces) if trimmed]
 
 
 def _even_budget(total: int, budget: int) -> int:

@@ -172,3 +172,13 @@ def framed_name(text: str, chars: str, *, need_word: bool = True) -> str | None:
 def cap_label(text: str) -> str:
     """``text``, cut to ``MAX_LABEL_CHARS`` characters and an ellipsis when longer."""
     return text if len(text) <= MAX_LABEL_CHARS else text[:MAX_LABEL_CHARS] + "\u2026"
+
+
+def trim_blank_lines(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """``[(line number, text)]`` without its blank lines at both ends."""
+    start, end = 0, len(lines)
+    while start < end and not lines[start][1].strip():
+        start += 1
+    while end > start and not lines[end - 1][1].strip():
+        end -= 1
+    return lines[start:end]

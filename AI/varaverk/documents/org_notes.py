@@ -28,7 +28,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from varaverk.documents.chunks import HEADING_JOIN, MAX_LABEL_CHARS, Draft, cap_label, unique_words
+from varaverk.documents.chunks import (HEADING_JOIN, MAX_LABEL_CHARS, Draft, cap_label,
+                                       trim_blank_lines, unique_words)
 from varaverk.documents.guard import checkpoint
 from varaverk.named_sources import file_stem
 
@@ -188,7 +189,7 @@ def org_drafts(path: str, text: str, links: dict[str, str]) -> list[Draft]:
         ancestors = [n for n in stack if n.level]
         if node.level:
             stack.append(node)
-        body = _trim([(n, resolve_org_links(t, links)) for n, t in node.lines])
+        body = trim_blank_lines([(n, resolve_org_links(t, links)) for n, t in node.lines])
         has_children = i + 1 < len(nodes) and nodes[i + 1].level > node.level > 0
         if not body and (has_children or not node.level):
             continue
@@ -212,12 +213,3 @@ def _inherited(file_tags: list[str], ancestors: Iterable[OrgNode], node: OrgNode
     for n in [*ancestors, node]:
         tags.extend(n.tags)
     return unique_words(tags)
-
-
-def _trim(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    start, end = 0, len(lines)
-    while start < end and not lines[start][1].strip():
-        start += 1
-    while end > start and not lines[end - 1][1].strip():
-        end -= 1
-    return lines[start:end]
