@@ -93,6 +93,8 @@ def split_list(raw: str) -> list[str]:
 SECRET_KEYS = frozenset({"AI_OPENAI_API_KEY", "AI_DOCK_TOKEN", "AI_FLEET_TOKEN"})
 EMBED_BACKENDS = ("local", "ollama", "openai")
 GEN_BACKENDS = ("ollama", "openai")
+# AI_SUMMARIES: none, the extractive summary (no model), or the generation model's.
+SUMMARY_MODES = ("off", "extractive", "model")
 # The one model the offline (local) backend ships, and the names it answers to.
 LOCAL_MODEL = "all-MiniLM-L6-v2-int8"
 LOCAL_ALIASES = frozenset({LOCAL_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
@@ -107,6 +109,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "ai_token_retain_rows": (1, 100_000_000),
     "ai_dock_workers": (1, 256),
     "ai_chat_history_max": (1, 1_000_000),
+    "ai_summary_seconds": (0, 86400),
+    "ai_summary_verbatim_docs": (1, 1000),
 }
 # Keys other than settings that Varaverk itself reads: not worth a "did you mean" warning.
 OTHER_KNOWN_KEYS = frozenset({"AI_CONFIG"})
@@ -214,6 +218,14 @@ class Settings:
     # Run evidence (troubleshoot): the jobs whose last runs are reported, and their status files.
     ai_run_jobs: tuple[str, ...] = ()
     ai_run_status_dir: Path | None = None  # None: only <job>.log under the log dirs is read
+    # Document summaries (varaverk.summaries): off, extractive or model; made by
+    # ai-index --summaries within ai_summary_seconds per run (0: no bound).
+    ai_summaries: str = "off"
+    ai_summary_seconds: float = 600.0
+    # In answers, documents beyond this many go to the model as their summaries.
+    ai_summary_verbatim_docs: int = 3
+    # Embed (and index lexically) each chunk with its document's title and first sentence.
+    ai_contextual_chunks: bool = False
 
     @property
     def index_path(self) -> Path:
@@ -345,6 +357,9 @@ def load_settings(config_path: str | os.PathLike | None = None,
     if settings.ai_gen_backend not in GEN_BACKENDS:
         raise ConfigError(f"AI_GEN_BACKEND: expected one of {', '.join(GEN_BACKENDS)}, "
                           f"got {settings.ai_gen_backend!r}")
+    if settings.ai_summaries not in SUMMARY_MODES:
+        raise ConfigError(f"AI_SUMMARIES: expected one of {', '.join(SUMMARY_MODES)}, "
+                          f"got {settings.ai_summaries!r}")
     check_embed_model(settings.ai_embed_backend, settings.ai_embed_model)
     check_ranges(settings)
     return settings

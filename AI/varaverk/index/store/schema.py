@@ -31,6 +31,11 @@ the newest applied (``SCHEMA_VERSION``). After them the file holds:
   triggers on ``chunks``). The tokenizer (``FTS_TOKENIZE``) keeps ``_`` inside words, so
   ``MOVER_STOP_TIMEOUT`` is one token; ``-`` separates, and a quoted query word becomes a
   phrase, so ``--force-delete`` still matches exactly those words in that order.
+* ``summaries(path, sha256, model, made_at, text)``: one short summary per stored file
+  (``varaverk.index.store.summaries``), made from the content whose hash is ``sha256`` by
+  ``model`` (``extractive`` or ``backend/model``) at ``made_at`` (UTC, ISO 8601). Kept apart
+  from ``files``: a rebuild keeps them, and a summary whose hash or model no longer matches
+  is stale, never wrong-and-current.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import sqlite3
 
 from varaverk.index.store.errors import IndexCorrupt
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
 
 # What FTS5 indexes as a chunk's context column: the context, then its keywords (if any).
@@ -133,6 +138,17 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ALTER TABLE files ADD COLUMN ctime_ns INTEGER NOT NULL DEFAULT -1;
         ALTER TABLE files ADD COLUMN inode INTEGER NOT NULL DEFAULT -1;
         ALTER TABLE files ADD COLUMN device INTEGER NOT NULL DEFAULT -1;
+    """),
+    # Document summaries (AI_SUMMARIES): written one by one by ai-index --summaries, each in
+    # its own transaction, so an interrupted pass keeps what it finished.
+    (4, "summaries", """
+        CREATE TABLE summaries (
+            path TEXT PRIMARY KEY,
+            sha256 TEXT NOT NULL,
+            model TEXT NOT NULL,
+            made_at TEXT NOT NULL,
+            text TEXT NOT NULL
+        );
     """),
 ]
 assert MIGRATIONS[-1][0] == SCHEMA_VERSION
