@@ -31,6 +31,7 @@ from varaverk.answering.generation.events import GenerationUnavailable
 from varaverk.answering.profiles import (CODE_SCANNING, RETRIEVAL, Profile, UnknownProfile,
                                          get_profile)
 from varaverk.answering.prompts import build_messages, context_budget
+from varaverk.answering.summary_context import split_context, summary_block
 from varaverk.answering.rewrite import looks_dependent, standalone_query
 from varaverk.config import ConfigError
 from varaverk.errors import VaraverkError, exit_code_for_kind
@@ -345,17 +346,35 @@ def _add_hits(turn: _Turn, queries: list[str], per_query: int = 2) -> None:
 def _messages(turn: _Turn) -> list[dict]:
     """The prompt: system prompt, history, labelled context and evidence, the question."""
     budget = context_budget(turn.settings)
-    context = ""
+    context = summaries = ""
     if turn.answers_from_docs and turn.hits:
         if turn.retriever is not None:
             groups = turn.retriever.expand(turn.hits, budget)
+            groups, summaries = _summarised(turn, groups, budget)
         else:
             groups = [[h.chunk] for h in turn.hits]
         context, _ = format_context(groups, budget)
     return build_messages(turn.profile.system_prompt(), turn.request.question,
                           history=turn.request.history,
                           history_turns=turn.profile.history_turns, context=context,
-                          evidence=turn.evidence, answers_from_documents=turn.answers_from_docs)
+                          evidence=turn.evidence, answers_from_documents=turn.answers_from_docs,
+                          summaries=summaries)
+
+
+def _summarised(turn: _Turn, groups: list, budget: int) -> tuple[list, str]:
+    """With AI_SUMMARIES on: the documents after the first AI_SUMMARY_VERBATIM_DOCS go as
+    their stored summaries (``summary_context``); returns (verbatim groups, summaries)."""
+    if turn.settings.ai_summaries == "off":
+        return groups, ""
+    hit_paths = [h.chunk.path for h in turn.hits]
+    later = list(dict.fromkeys(hit_paths))[turn.settings.ai_summary_verbatim_docs:]
+    stored = turn.retriever.index.current_summaries(later) if later else {}
+    if not stored:
+        return groups, ""
+    verbatim, paths = split_context(groups, hit_paths, turn.settings.ai_summary_verbatim_docs,
+                                    stored)
+    used = len(format_context(verbatim, budget)[0])
+    return verbatim, summary_block(paths, stored, budget - used - 2)
 
 
 def _generate(turn: _Turn):
