@@ -15,9 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from varaverk.index.classify import VERDICTS_META, Entry, Listed, heads_moved
-from varaverk.index.contextual_chunks import chunk_context
 from varaverk.index.prepare import read_document, sha256
-from varaverk.index.store.compatibility import CHUNK_CONTEXT_META, names_other_embedder
+from varaverk.index.store.compatibility import (CHUNK_CONTEXT_META, chunk_context,
+                                                names_other_embedder)
 from varaverk.index.store.records import UNKNOWN_STAT, FileState, stat_key
 
 

@@ -11,7 +11,8 @@ that much less room, so no chunk's text is cut off by the embedder.
 
 The store records whether its chunks carry the line (meta ``chunk_context``,
 ``varaverk.index.store.compatibility.check_chunk_context``); vectors with and without it are
-never mixed in one index.
+never mixed in one index. Imported only when a document is chunked with the line: the no-op
+refresh never loads it.
 """
 
 from __future__ import annotations
@@ -23,11 +24,6 @@ from varaverk.summaries.extractive import context_line, extractive_summary
 
 # Less room than this per chunk would chunk a document into shreds: keep the budget instead.
 MIN_ROOM_FRACTION = 0.5
-
-
-def chunk_context(settings) -> str:
-    """The ``chunk_context`` meta value these settings ask for: ``title`` or ``off``."""
-    return "title" if settings.ai_contextual_chunks else "off"
 
 
 def with_document_line(chunks: list, count_tokens: Callable[[str], int], max_tokens: int,

@@ -16,7 +16,6 @@ from typing import Any, Callable
 
 from varaverk.documents import guard, tracked_files
 from varaverk.index.classify import Entry
-from varaverk.index.contextual_chunks import with_document_line
 from varaverk.index.secret_masks import mask, masked_text, report_masked
 from varaverk.named_sources import DEFAULT_SOURCE, NOTE_KINDS
 
@@ -70,6 +69,7 @@ def decode_and_chunk(entry: Entry, data: bytes, count_tokens, max_tokens: int,
     chunks = chunk_document(entry.path, entry.kind, decoded.text, max_tokens=max_tokens,
                             count_tokens=count_tokens, links=titles)
     if contextual and chunks:
+        from varaverk.index.contextual_chunks import with_document_line
         chunks = with_document_line(chunks, count_tokens, max_tokens, lambda room: chunk_document(
             entry.path, entry.kind, decoded.text, max_tokens=room, count_tokens=count_tokens,
             links=titles))

@@ -41,12 +41,12 @@ from varaverk.index.batched_embedding import embed_all, reusable_vectors
 from varaverk.index.change_detection import (configured_embedder, needs_work, racy, racy_since,
                                              skip_stat, skip_unchanged, stat_unchanged)
 from varaverk.index.classify import VERDICTS_META, Entry, Listed, head_key, heads_moved, list_all
-from varaverk.index.contextual_chunks import chunk_context
 from varaverk.index.prepare import LinkTitles, guarded_decode_and_chunk, read_document, sha256
 from varaverk.index.report import IndexReport
 from varaverk.index.secret_masks import EXAMPLE, masked_note
 from varaverk.index.store.compatibility import (CHUNK_CONTEXT_META, check_chunk_context,
-                                                check_compatible, names_other_embedder)
+                                                check_compatible, chunk_context,
+                                                names_other_embedder)
 from varaverk.index.store.errors import IndexCorrupt, IndexMissing
 from varaverk.index.store.health import file_damage
 from varaverk.index.store.index import Index

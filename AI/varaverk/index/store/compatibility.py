@@ -60,6 +60,12 @@ def names_other_embedder(meta: dict, backend: str, model: str) -> bool:
 CHUNK_CONTEXT_META = "chunk_context"
 
 
+def chunk_context(settings) -> str:
+    """The ``chunk_context`` meta value these settings ask for (``AI_CONTEXTUAL_CHUNKS``):
+    ``title`` (``varaverk.index.contextual_chunks``) or ``off``."""
+    return "title" if settings.ai_contextual_chunks else "off"
+
+
 def check_chunk_context(meta: dict, wanted: str) -> None:
     """Raise IndexMismatch when the index holds vectors made with another chunk context
     (``title``: contextual chunks, ``off``: none; an index from before the setting is
