@@ -20,13 +20,17 @@ def long_manual() -> str:
         "\n\n".join(sections) + "\n"
 
 
+# A long section: results from several such documents do not all fit a small context.
+DETAILS = "\n\n## Details\n\n" + "The {0} job logs each run and keeps {0} state on the pool. " * 30
+
 DOCS = {
     "Docs/README-Backup.md": "# Backup\n\nThe backup job copies the pool to the offsite disk "
                              "every Sunday. It never deletes.\n\n## Restore\n\nRun restore.sh "
-                             "with the snapshot name.\n",
+                             "with the snapshot name." + DETAILS.format("backup") + "\n",
     "Docs/README-Media.md": "# Media\n\nThe media jobs keep the library index current and clean "
                             "up after downloads.\n\n## Scan\n\nlibrary_scan.py walks the shares."
-                            "\n\n## Orphans\n\nAn orphan is a download nobody seeds.\n",
+                            "\n\n## Orphans\n\nAn orphan is a download nobody seeds."
+                            + DETAILS.format("media") + "\n",
     "Docs/Manual-Mover.md": long_manual(),
     "Docs/notes.md": "# Notes\n\nLoose notes about the fans and the disks spinning down.\n",
 }

@@ -25,7 +25,8 @@ def _prompt(settings, model_server) -> str:
 
 def test_documents_after_the_first_go_as_labelled_summaries(indexed, model_server):
     summarise(indexed)
-    settings = indexed.replace(ai_summary_verbatim_docs=1)
+    # A small window (2,000 characters of context): the results' documents do not all fit.
+    settings = indexed.replace(ai_summary_verbatim_docs=1, ai_gen_num_ctx=512)
     events = list(run_turn(TurnRequest("varaverk", QUESTION, k=8), settings))
     sources = next(e.data for e in events if e.type == "sources")
     ranked = list(dict.fromkeys(s["path"] for s in sources["sources"]))
@@ -41,12 +42,16 @@ def test_documents_after_the_first_go_as_labelled_summaries(indexed, model_serve
         assert "Backup\nThe backup job copies the pool to the offsite disk" in summaries
 
 
-def test_without_summaries_the_prompt_is_as_before(indexed, model_server):
+def test_without_summaries_or_with_room_the_prompt_is_as_before(indexed, model_server):
     summarise(indexed)
-    off = _prompt(indexed.replace(ai_summaries="off", ai_summary_verbatim_docs=1), model_server)
+    small = indexed.replace(ai_summary_verbatim_docs=1, ai_gen_num_ctx=512)
+    off = _prompt(small.replace(ai_summaries="off"), model_server)
     assert SUMMARIES_HEADING not in off and off.startswith("Documentation excerpts:\n")
-    few = _prompt(indexed.replace(ai_summary_verbatim_docs=50), model_server)
-    assert SUMMARIES_HEADING not in few  # every document fits verbatim
+    few = _prompt(small.replace(ai_summary_verbatim_docs=50), model_server)
+    assert SUMMARIES_HEADING not in few  # the first 50 documents go verbatim
+    roomy = _prompt(indexed.replace(ai_summary_verbatim_docs=1, ai_gen_num_ctx=32768),
+                    model_server)
+    assert SUMMARIES_HEADING not in roomy  # every document fits verbatim: no summaries
 
 
 def test_search_never_shows_a_summary(indexed):

@@ -33,7 +33,7 @@ def test_extractive_summary_is_title_paragraph_and_outline(indexed):
     assert media.text.splitlines() == [
         "Media",
         "The media jobs keep the library index current and clean up after downloads.",
-        "Sections: Scan; Orphans"]
+        "Sections: Scan; Orphans; Details"]
 
 
 def test_a_summary_is_made_once_per_content_hash(indexed, docs_repo, model_server):

@@ -31,7 +31,7 @@ from varaverk.answering.generation.events import GenerationUnavailable
 from varaverk.answering.profiles import (CODE_SCANNING, RETRIEVAL, Profile, UnknownProfile,
                                          get_profile)
 from varaverk.answering.prompts import build_messages, context_budget
-from varaverk.answering.summary_context import split_context, summary_block
+from varaverk.answering.summary_context import later_documents, summary_block
 from varaverk.answering.rewrite import looks_dependent, standalone_query
 from varaverk.config import ConfigError
 from varaverk.errors import VaraverkError, exit_code_for_kind
@@ -349,11 +349,10 @@ def _messages(turn: _Turn) -> list[dict]:
     context = summaries = ""
     if turn.answers_from_docs and turn.hits:
         if turn.retriever is not None:
-            groups = turn.retriever.expand(turn.hits, budget)
-            groups, summaries = _summarised(turn, groups, budget)
+            groups, summaries = _packed(turn, budget)
         else:
             groups = [[h.chunk] for h in turn.hits]
-        context, _ = format_context(groups, budget)
+        context, _ = format_context(groups, budget - len(summaries))
     return build_messages(turn.profile.system_prompt(), turn.request.question,
                           history=turn.request.history,
                           history_turns=turn.profile.history_turns, context=context,
@@ -361,20 +360,23 @@ def _messages(turn: _Turn) -> list[dict]:
                           summaries=summaries)
 
 
-def _summarised(turn: _Turn, groups: list, budget: int) -> tuple[list, str]:
-    """With AI_SUMMARIES on: the documents after the first AI_SUMMARY_VERBATIM_DOCS go as
-    their stored summaries (``summary_context``); returns (verbatim groups, summaries)."""
-    if turn.settings.ai_summaries == "off":
-        return groups, ""
+def _packed(turn: _Turn, budget: int) -> tuple[list, str]:
+    """``(context groups, summaries section)``. With AI_SUMMARIES on, when the results do
+    not all fit the context: the documents after the first AI_SUMMARY_VERBATIM_DOCS that
+    have a current summary go as it (at most half the budget), the rest as excerpts
+    (``summary_context``)."""
+    groups = turn.retriever.expand(turn.hits, budget)
+    if turn.settings.ai_summaries == "off" or \
+            {c.id for c in format_context(groups, budget)[1]} >= {h.chunk.id for h in turn.hits}:
+        return groups, ""  # every result fits verbatim
     hit_paths = [h.chunk.path for h in turn.hits]
-    later = list(dict.fromkeys(hit_paths))[turn.settings.ai_summary_verbatim_docs:]
+    later = later_documents(hit_paths, turn.settings.ai_summary_verbatim_docs)
     stored = turn.retriever.index.current_summaries(later) if later else {}
-    if not stored:
+    summaries, included = summary_block(later, stored, budget // 2)
+    if not included:
         return groups, ""
-    verbatim, paths = split_context(groups, hit_paths, turn.settings.ai_summary_verbatim_docs,
-                                    stored)
-    used = len(format_context(verbatim, budget)[0])
-    return verbatim, summary_block(paths, stored, budget - used - 2)
+    verbatim = [h for h in turn.hits if h.chunk.path not in set(included)]
+    return turn.retriever.expand(verbatim, budget - len(summaries) - 2), summaries
 
 
 def _generate(turn: _Turn):

@@ -1,14 +1,14 @@
-"""Summaries in answers: when a question's results span many documents, the documents after
-the first few reach the model as their stored summaries instead of their excerpts.
+"""Summaries in answers: when a question's results span more documents than fit the context,
+the documents after the first few reach the model as their stored summaries.
 
-``split_context(groups, hit_paths, verbatim_docs, summaries)`` keeps the context groups
-(``Retriever.expand`` output, best first) of the first ``verbatim_docs`` documents and of any
-later document without a current summary, and names the later documents that have one.
-``summary_block`` lays those out for the prompt, each under its citation label ``[path]``, in a
-section that says they are summaries, not the documents' words
-(``varaverk.answering.prompts.build_messages``). A summary never stands for text that
-``--search`` prints or that a source shows: it only saves room in the prompt, so that a small
-context window still sees every document search found.
+Documents are ranked by their best hit. The first ``AI_SUMMARY_VERBATIM_DOCS`` always go as
+verbatim excerpts; every later one with a current summary goes as that summary
+(``summary_block``, at most half the context), under its citation label ``[path]``, in a
+section that says they are summaries, not the documents' words; the excerpts are packed into
+the rest (``varaverk.answering.answer``; ``varaverk.answering.prompts.build_messages`` marks
+them verbatim). A summary never stands for text that ``--search`` prints or a source shows:
+it only saves room in the prompt, so that a small context window still sees every document
+search found.
 """
 
 from __future__ import annotations
@@ -20,34 +20,29 @@ SUMMARIES_HEADING = ("Document summaries (summaries of whole documents, not thei
                      "excerpt):")
 
 
-def split_context(groups: Sequence[Sequence[Any]], hit_paths: Sequence[str], verbatim_docs: int,
-                  summaries: Mapping[str, Any]) -> tuple[list[Sequence[Any]], list[str]]:
-    """``(verbatim groups, summarised paths)``.
-
-    Documents are ranked by their first hit (``hit_paths``, best first; a path only a group
-    holds comes after). The groups of the first ``verbatim_docs`` documents stay verbatim, and
-    so do those of a later document without a current summary in ``summaries``
-    (``path -> Summary``); every later document that has one goes as its summary, in rank
-    order, also one whose excerpts did not fit the context at all.
-    """
-    order = list(dict.fromkeys([*hit_paths, *(c.path for g in groups for c in g)]))
-    first = set(order[:verbatim_docs])
-    verbatim = [g for g in groups
-                if {c.path for c in g} & first or any(c.path not in summaries for c in g)]
-    kept = {c.path for g in verbatim for c in g}
-    summarised = [p for p in order[verbatim_docs:] if p in summaries and p not in kept]
-    return verbatim, summarised
+def later_documents(hit_paths: Sequence[str], verbatim_docs: int) -> list[str]:
+    """The documents of ``hit_paths`` (best hit first) after the first ``verbatim_docs``,
+    each once, in rank order."""
+    return list(dict.fromkeys(hit_paths))[verbatim_docs:]
 
 
-def summary_block(paths: Sequence[str], summaries: Mapping[str, Any], budget_chars: int) -> str:
-    """The summaries section for ``paths`` within ``budget_chars`` ("" when none fits): the
-    heading, then ``[path]`` and the summary text of each, in order; whole summaries only."""
+def summary_block(paths: Sequence[str], summaries: Mapping[str, Any],
+                  budget_chars: int) -> tuple[str, list[str]]:
+    """``(section, paths included)``: the heading, then ``[path]`` and the summary text of
+    each of ``paths`` that has one in ``summaries`` (``path -> Summary``), in order, whole
+    summaries only, within ``budget_chars``; ``("", [])`` when none fits."""
     blocks: list[str] = []
+    included: list[str] = []
     total = len(SUMMARIES_HEADING)
     for path in paths:
+        if path not in summaries:
+            continue
         block = f"[{path}]\n{summaries[path].text.strip()}"
         if total + len(block) + 2 > budget_chars:
             break
         blocks.append(block)
+        included.append(path)
         total += len(block) + 2
-    return "\n\n".join([SUMMARIES_HEADING, *blocks]) if blocks else ""
+    if not blocks:
+        return "", []
+    return "\n\n".join([SUMMARIES_HEADING, *blocks]), included
