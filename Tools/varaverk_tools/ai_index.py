@@ -137,7 +137,8 @@ EPILOG = """\
 modes:
   (default)   incremental refresh: unchanged files are not read, unchanged content is not
               re-embedded, deleted and renamed files lose their chunks
-  --force     full rebuild (also required after changing AI_EMBED_BACKEND/AI_EMBED_MODEL)
+  --force     full rebuild (also required after changing AI_EMBED_BACKEND/AI_EMBED_MODEL
+              or AI_CONTEXTUAL_CHUNKS)
   --dry-run   list what would be indexed per kind with chunk counts; no server, no writes
   --status    what the index holds and whether it is behind the repository
   --summaries summarise the files lacking a current summary (AI_SUMMARIES), within
