@@ -127,12 +127,12 @@ def ask():
             return
         turn = run_turn(turn_request, settings, retriever=retriever, chat_client=chat_client,
                         ledger_path=settings.token_db_path, host=settings.ai_host_name)
-        seen: dict[str, dict] = {}  # the profile and findings events, for the saved record
+        seen: dict[str, list] = {}  # profile, findings, capability events: the saved record
         try:
             for event in turn:
                 data = dict(event.data)
-                if event.type in ("profile", "findings"):
-                    seen[event.type] = data
+                if event.type in ("profile", "findings", "capability"):
+                    seen.setdefault(event.type, []).append(data)
                 if event.type == "done":
                     data["html"] = render_markdown(str(data.get("answer") or ""))
                     saved = _save_turn(state, chat_id, question, data, profile.name, seen)

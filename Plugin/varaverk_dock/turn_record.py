@@ -10,7 +10,8 @@ Shape (every key optional)::
     {"profile": str, "escalated_to": str, "escalation_reason": str,
      "reasoning": str, "timings": {name: seconds}, "prompt_tokens": int, "completion_tokens": int,
      "tok_s": float, "not_covered": bool, "prompt_cut": bool,
-     "findings": [{"line": int, "reason": str, "snippet": str, "rule": str}]}
+     "findings": [{"line": int, "reason": str, "snippet": str, "rule": str}],
+     "capabilities": [{"name": str, "summary": str}]}
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ MAX_NAME_CHARS = 200          # a profile, an escalation reason, a timing's name
 MAX_TIMINGS = 20
 MAX_FINDINGS = 50
 MAX_FINDING_CHARS = 1000      # a finding's reason or snippet (the scanner cuts at 200)
+MAX_CAPABILITIES = 20
+MAX_SUMMARY_CHARS = 4000      # what a capability says it did (a log excerpt's summary)
 _FLAGS = ("not_covered", "prompt_cut")
 _COUNTS = ("prompt_tokens", "completion_tokens")
 
@@ -57,6 +60,19 @@ def _finding(raw: object) -> dict:
                for k in ("reason", "snippet", "rule")}}
 
 
+def _capability(raw: object) -> dict:
+    if not isinstance(raw, dict):
+        raise InvalidRecord("a capability is not an object")
+    return {"name": _text(raw.get("name", ""), "capability name", MAX_NAME_CHARS),
+            "summary": _text(raw.get("summary", ""), "capability summary", MAX_SUMMARY_CHARS)}
+
+
+def _listed(raw: object, key: str, cap: int, item) -> list:
+    if not isinstance(raw, list) or len(raw) > cap:
+        raise InvalidRecord(f"{key} is not a list of at most {cap}")
+    return [item(x) for x in raw]
+
+
 def validate_record(raw: object) -> dict:
     """A turn record, checked and reduced to the keys of the module docstring.
 
@@ -86,23 +102,28 @@ def validate_record(raw: object) -> dict:
             if not isinstance(raw[key], bool):
                 raise InvalidRecord(f"{key} is not true or false")
             out[key] = raw[key]
-    findings = raw.get("findings")
-    if findings is not None:
-        if not isinstance(findings, list) or len(findings) > MAX_FINDINGS:
-            raise InvalidRecord(f"findings is not a list of at most {MAX_FINDINGS}")
-        out["findings"] = [_finding(f) for f in findings]
+    if raw.get("findings") is not None:
+        out["findings"] = _listed(raw["findings"], "findings", MAX_FINDINGS, _finding)
+    if raw.get("capabilities") is not None:
+        out["capabilities"] = _listed(raw["capabilities"], "capabilities", MAX_CAPABILITIES,
+                                      _capability)
     return out
 
 
-def record_of_turn(done: dict, asked_profile: str, events: dict) -> dict:
+def record_of_turn(done: dict, asked_profile: str, events: dict[str, list]) -> dict:
     """The record of a finished turn: from its ``done`` event's data, the profile it was asked
-    in, and ``events`` (the last ``profile`` and ``findings`` events' data, by type)."""
+    in, and ``events`` (the data of its ``profile``, ``findings`` and ``capability`` events,
+    in order, by type)."""
     record = {key: done.get(key) for key in ("profile", "reasoning", "timings", "tok_s",
                                              *_COUNTS, *_FLAGS)}
-    escalation = events.get("profile")
+    escalation = (events.get("profile") or [{}])[-1]
     if escalation or (done.get("profile") and done.get("profile") != asked_profile):
-        record["escalated_to"] = (escalation or {}).get("profile") or done.get("profile")
-        record["escalation_reason"] = (escalation or {}).get("reason")
+        record["escalated_to"] = escalation.get("profile") or done.get("profile")
+        record["escalation_reason"] = escalation.get("reason")
     if events.get("findings"):
-        record["findings"] = events["findings"].get("findings")
+        record["findings"] = events["findings"][-1].get("findings")
+    if events.get("capability"):
+        record["capabilities"] = [{"name": c.get("name") or "capability",
+                                   "summary": c.get("summary") or ""}
+                                  for c in events["capability"]]
     return record

@@ -237,3 +237,44 @@ def test_status_panel_shows_a_running_reindex_and_the_list_its_limit(running_doc
             assert page.evaluate("document.activeElement.id") == "question"
     finally:
         path.unlink(missing_ok=True)
+
+
+def test_a_reader_who_scrolled_up_stays_there_until_an_error_is_brought_into_view(
+        running_dock, model):
+    from playwright.sync_api import expect
+
+    model.script(content=[f"Paragraph {i} of a long answer.\n\n" for i in range(40)])
+    model.stream_error, model.stream_error_after = "the model server fell over", 39
+    model.delta_delay = 0.08
+    with browser_page(running_dock.url, viewport={"width": 390, "height": 844}) as page:
+        ask(page, QUESTION, wait=False)
+        answer = page.locator(".msg.assistant .answer")
+        expect(answer).to_contain_text("Paragraph 12")
+        # Following the stream: the newest text is in view.
+        assert page.evaluate("(m => m.scrollHeight - m.scrollTop - m.clientHeight)"
+                             "(document.getElementById('messages'))") < 80
+        page.evaluate("document.getElementById('messages').scrollTop = 0")
+        page.wait_for_timeout(500)
+        assert page.evaluate("document.getElementById('messages').scrollTop") == 0
+        error = page.locator(".msg.assistant .error")
+        expect(error).to_contain_text("fell over", timeout=20_000)
+        expect(error).to_be_in_viewport()
+        expect(page.locator(".msg.assistant .answer")).to_contain_text("Paragraph 38")
+
+
+def test_markdown_rendered_while_streaming_never_runs_model_html(running_dock, model):
+    from playwright.sync_api import expect
+
+    model.script(content=["<img src=x onerror=\"document.title='pwned'\"> ",
+                          "[click](javascript:document.title='pwned') ",
+                          "<script>document.title='pwned'</script> **safe** ", "and slow"])
+    model.delta_delay = 0.4
+    with browser_page(running_dock.url) as page:
+        answer = ask(page, "show me html", profile="code", wait=False)
+        expect(answer.locator("strong")).to_have_text("safe")  # rendered mid-stream
+        assert "streaming" in (answer.get_attribute("class") or "")
+        assert answer.locator("img, script, a[href^='javascript']").count() == 0
+        expect(answer).to_contain_text("<script>")
+        expect(answer).not_to_have_class(re.compile("streaming"), timeout=20_000)
+        assert answer.locator("img, script, a[href^='javascript']").count() == 0
+        assert page.title() != "pwned"

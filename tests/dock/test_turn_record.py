@@ -36,6 +36,8 @@ def test_validate_record_keeps_the_known_keys_and_drops_the_rest():
     ({"findings": [{"line": 0, "reason": "r"}]}, "finding"),
     ({"findings": [{"line": 2, "reason": 3}]}, "finding reason"),
     ({"escalated_to": "x\x00"}, "escalated_to"),
+    ({"capabilities": [{"name": "n", "summary": 5}]}, "capability summary"),
+    ({"capabilities": "all"}, "capabilities"),
 ])
 def test_validate_record_refuses(raw, fault):
     with pytest.raises(InvalidRecord, match=fault):
@@ -46,12 +48,14 @@ def test_record_of_turn_takes_the_escalation_and_the_findings_events():
     done = {"profile": "varaverk", "reasoning": "", "timings": {"total_s": 1.0},
             "prompt_tokens": 5, "completion_tokens": 2, "tok_s": None, "not_covered": False,
             "prompt_cut": False, "answer": "not in the record"}
-    events = {"profile": {"profile": "varaverk", "reason": "the index is confident"},
-              "findings": {"findings": RECORD["findings"]}}
+    events = {"profile": [{"profile": "varaverk", "reason": "the index is confident"}],
+              "findings": [{"findings": RECORD["findings"]}],
+              "capability": [{"name": "scoped_log", "summary": "read 2 lines", "extra": 1}]}
     record = validate_record(record_of_turn(done, "chat", events))
     assert record["escalated_to"] == "varaverk"
     assert record["escalation_reason"] == "the index is confident"
     assert record["findings"] == RECORD["findings"]
+    assert record["capabilities"] == [{"name": "scoped_log", "summary": "read 2 lines"}]
     assert "answer" not in record and "reasoning" not in record
     assert "escalated_to" not in record_of_turn(done, "varaverk", {})
 

@@ -51,6 +51,12 @@
 
   function scrollDown() { messagesEl.scrollTop = messagesEl.scrollHeight; }
 
+  // Whether the reader is at the end of the messages (then a streaming answer is followed;
+  // a reader who scrolled up to read stays where they are).
+  function atBottom() {
+    return messagesEl.scrollHeight - messagesEl.scrollTop - messagesEl.clientHeight < 80;
+  }
+
   function hideHint() { const h = $("empty-hint"); if (h) h.hidden = true; }
 
   // ── messages ───────────────────────────────────────────────────────────────────────────
@@ -208,8 +214,9 @@
     requestAnimationFrame(() => {
       parts.pending = false;
       if (parts.final) return;  // "done" rendered the server's HTML meanwhile
+      const follow = atBottom();
       showAnswer(parts);
-      scrollDown();
+      if (follow) scrollDown();
     });
   }
 
@@ -259,6 +266,14 @@
     parts.error.scrollIntoView({ block: "nearest" });
   }
 
+  function showCapability(parts, d) {
+    parts.capabilities.hidden = false;
+    const li = el("li");
+    li.appendChild(el("strong", null, (d.name || "capability") + ": "));
+    li.appendChild(document.createTextNode(d.summary || ""));
+    parts.capabilities.appendChild(li);
+  }
+
   function handleEvent(parts, ev, question) {
     const d = ev.data || {};
     switch (ev.type) {
@@ -268,14 +283,9 @@
         addBadge(parts, "escalated to " + (d.profile || "varaverk") +
                  (d.reason ? " — " + d.reason : ""), "escalated");
         break;
-      case "capability": {
-        parts.capabilities.hidden = false;
-        const li = el("li");
-        li.appendChild(el("strong", null, (d.name || "capability") + ": "));
-        li.appendChild(document.createTextNode(d.summary || ""));
-        parts.capabilities.appendChild(li);
+      case "capability":
+        showCapability(parts, d);
         break;
-      }
       case "sources":
         renderSources(parts, d.sources);
         break;
@@ -335,6 +345,7 @@
       addBadge(parts, "escalated to " + rec.escalated_to +
                (rec.escalation_reason ? " — " + rec.escalation_reason : ""), "escalated");
     }
+    (rec.capabilities || []).forEach((c) => showCapability(parts, c));
     if (rec.reasoning) ensureReasoning(parts).pre.textContent = rec.reasoning;
     renderSources(parts, m.sources, { index_head: m.index_head });
     if (rec.findings) renderFindings(parts, rec.findings);
