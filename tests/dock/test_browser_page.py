@@ -172,7 +172,8 @@ def test_phone_drawer_question_box_in_view_and_no_horizontal_overflow(running_do
         assert page.evaluate("document.scrollingElement.scrollHeight <= innerHeight")
         shot(page, "dock-phone.png")
         page.click("#sidebar-toggle")
-        expect(page.locator("#sidebar")).to_be_in_viewport()
+        expect(page.locator("#sidebar")).to_be_in_viewport(ratio=1)
+        page.wait_for_timeout(300)  # the drawer's slide
         delete = page.locator("#chat-list li[data-id] .chat-delete").first
         assert delete.evaluate("e => getComputedStyle(e).visibility") == "visible"
         assert float(delete.evaluate("e => getComputedStyle(e).opacity")) > 0.3  # no hover
@@ -229,6 +230,8 @@ def test_status_panel_shows_a_running_reindex_and_the_list_its_limit(running_doc
             shortcuts.locator("summary").click()
             expect(shortcuts).to_contain_text("send the question")
             page.keyboard.press("Alt+s")
+            expect(page.locator("#sidebar")).to_be_hidden()
+            page.reload()  # a wide screen's choice is remembered
             expect(page.locator("#sidebar")).to_be_hidden()
             page.keyboard.press("Alt+s")
             expect(page.locator("#sidebar")).to_be_visible()

@@ -1,6 +1,7 @@
 // Varaverk dock: the page's frame. The sidebar collapses on a wide screen and is a drawer on a
 // narrow one (the width where dock.css switches, NARROW); the page-wide keyboard shortcuts
 // listed in the sidebar ("Keyboard shortcuts") live here, except those of the question box.
+// A wide screen's choice is remembered in this browser (localStorage, COLLAPSED_KEY).
 "use strict";
 
 (function () {
@@ -8,7 +9,16 @@
   const layout = document.getElementById("layout");
   const toggle = document.getElementById("sidebar-toggle");
 
+  const COLLAPSED_KEY = "varaverk.sidebarCollapsed";
   const narrow = () => NARROW.matches;
+
+  function remember(collapsed) {
+    try { localStorage.setItem(COLLAPSED_KEY, collapsed ? "1" : ""); } catch (e) { /* private */ }
+  }
+
+  function remembered() {
+    try { return localStorage.getItem(COLLAPSED_KEY) === "1"; } catch (e) { return false; }
+  }
 
   function sidebarShown() {
     return narrow() ? layout.classList.contains("drawer-open")
@@ -17,7 +27,7 @@
 
   function setSidebar(show) {
     if (narrow()) layout.classList.toggle("drawer-open", show);
-    else layout.classList.toggle("sidebar-collapsed", !show);
+    else { layout.classList.toggle("sidebar-collapsed", !show); remember(!show); }
     toggle.setAttribute("aria-expanded", String(sidebarShown()));
   }
 
@@ -33,6 +43,7 @@
     layout.classList.remove("drawer-open");
     toggle.setAttribute("aria-expanded", String(sidebarShown()));
   });
+  layout.classList.toggle("sidebar-collapsed", remembered());
   toggle.setAttribute("aria-expanded", String(sidebarShown()));
 
   function typing(target) {
