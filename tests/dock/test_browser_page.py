@@ -281,3 +281,40 @@ def test_markdown_rendered_while_streaming_never_runs_model_html(running_dock, m
         expect(answer).not_to_have_class(re.compile("streaming"), timeout=20_000)
         assert answer.locator("img, script, a[href^='javascript']").count() == 0
         assert page.title() != "pwned"
+
+
+TRICKY = ("Setext title\n============\n\n1. first\n2. second\n\n   continued in the item\n\n"
+          "> a quote\nlazily continued\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+          "- loose\n\n- list\n\n```python\ndef f():\n    return 1\n```\n\n    indented code\n\n"
+          f"Cited [{LABEL}] and *done*.")
+
+
+def test_streamed_rendering_equals_rendering_the_whole_text_at_every_step():
+    from pathlib import Path
+
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    static = Path(__file__).resolve().parents[2] / "Plugin" / "varaverk_dock" / "static"
+    with playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page()
+        page.set_content("<!doctype html><html><body></body></html>")
+        for script in ("vendor/markdown-it.min.js", "vendor/purify.min.js",
+                       "vendor/highlight.min.js", "render.js"):
+            page.add_script_tag(path=str(static / script))
+        mismatches = page.evaluate("""(text) => {
+          const R = window.VaraverkRender;
+          const live = document.createElement("div"), whole = document.createElement("div");
+          const ctx = { sources: [{ citation: "%s", path: "Backup/rsync_mirror.sh" }] };
+          const bad = [];
+          for (let end = 1; end <= text.length; end += 3) {
+            R.streamAnswer(live, text.slice(0, end), ctx);
+            R.renderAnswer(whole, text.slice(0, end), ctx);
+            if (live.innerHTML !== whole.innerHTML) bad.push(end);
+          }
+          R.streamAnswer(live, text, ctx);
+          R.renderAnswer(whole, text, ctx);
+          if (live.innerHTML !== whole.innerHTML) bad.push(text.length);
+          return bad;
+        }""" % LABEL, TRICKY)
+        browser.close()
+    assert mismatches == []

@@ -200,12 +200,15 @@
     item.scrollIntoView({ block: "nearest", behavior: "smooth" });
   }
 
-  // The answer as Markdown (live while it streams, at most once a frame); done: the final
-  // render with the server's HTML, citations and findings.
+  // The answer as Markdown: while it streams (at most once a frame, its last block only),
+  // and once done (all of it, from the server's HTML, with citations and findings).
+  function answerContext(parts) {
+    return { sources: parts.sourceList, findings: parts.findingList,
+             onCite: (i) => openSource(parts, i) };
+  }
+
   function showAnswer(parts, html) {
-    const ctx = { sources: parts.sourceList, findings: parts.findingList,
-                  onCite: (i) => openSource(parts, i) };
-    R.renderAnswer(parts.answer, parts.text, ctx, html);
+    R.renderAnswer(parts.answer, parts.text, answerContext(parts), html);
   }
 
   function scheduleAnswer(parts) {
@@ -215,7 +218,7 @@
       parts.pending = false;
       if (parts.final) return;  // "done" rendered the server's HTML meanwhile
       const follow = atBottom();
-      showAnswer(parts);
+      R.streamAnswer(parts.answer, parts.text, answerContext(parts));
       if (follow) scrollDown();
     });
   }

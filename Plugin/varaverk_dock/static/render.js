@@ -193,16 +193,63 @@ window.VaraverkRender = (function () {
     });
   }
 
-  // Render `text` into `target`. ctx: {sources, onCite, findings} (all optional); html: the
-  // server's sanitised HTML for the finished answer (preferred when given).
+  function decorate(root, c) {
+    decorateCode(root);
+    if (c.sources) linkCitations(root, c.sources, c.onCite || (() => {}));
+  }
+
+  // Render `text` into `target`, all of it. ctx: {sources, onCite, findings} (all optional);
+  // html: the server's sanitised HTML for the finished answer (preferred when given).
   function renderAnswer(target, text, ctx, html) {
     const c = ctx || {};
+    target._stream = null;
     target.innerHTML = typeof html === "string" ? sanitise(html) : toHtml(text);
-    decorateCode(target);
-    if (c.sources) linkCitations(target, c.sources, c.onCite || (() => {}));
+    decorate(target, c);
     if (c.findings && c.findings.length) markFindings(target, c.findings, codeBlockLines(text));
   }
 
-  return { toHtml, renderAnswer, codeBlockLines, placeFinding, copyButton, copyText,
-           matchSource };
+  function nodesOf(text, c) {
+    const box = document.createElement("div");
+    box.innerHTML = toHtml(text);
+    decorate(box, c);
+    return Array.from(box.childNodes);
+  }
+
+  // The character offset where line `line` (0-based) of `text` starts.
+  function lineOffset(text, line) {
+    let at = 0;
+    for (let i = 0; i < line; i++) {
+      const nl = text.indexOf("\n", at);
+      if (nl < 0) return text.length;
+      at = nl + 1;
+    }
+    return at;
+  }
+
+  // Render a streaming answer, re-rendering only its last top-level block: the blocks before
+  // it are complete (more text can only extend the last one), so each is rendered once and
+  // kept. The cost of a frame is then that of the last block, not of the whole answer.
+  function streamAnswer(target, text, ctx) {
+    const c = ctx || {};
+    let st = target._stream;
+    if (!st || !text.startsWith(st.kept)) {
+      target.replaceChildren();
+      st = target._stream = { kept: "", nodes: 0 };
+    }
+    while (target.childNodes.length > st.nodes) target.lastChild.remove();  // the old tail
+    let tail = text.slice(st.kept.length);
+    const starts = md.parse(tail, {}).filter((t) => t.level === 0 && t.map).map((t) => t.map[0]);
+    if (starts.length > 1) {
+      const cut = lineOffset(tail, starts[starts.length - 1]);
+      const done = nodesOf(tail.slice(0, cut), c);
+      target.append(...done);
+      st.nodes += done.length;
+      st.kept += tail.slice(0, cut);
+      tail = tail.slice(cut);
+    }
+    target.append(...nodesOf(tail, c));
+  }
+
+  return { toHtml, renderAnswer, streamAnswer, codeBlockLines, placeFinding, copyButton,
+           copyText, matchSource };
 })();
