@@ -309,6 +309,8 @@
         parts.answer.classList.remove("streaming");
         parts.final = true;
         if (typeof d.answer === "string") parts.text = d.answer;
+        // The scanner counted the final answer's lines: place its findings in that text.
+        if (parts.findingList.length) renderFindings(parts, parts.findingList);
         if (d.reasoning) { const r = ensureReasoning(parts); r.pre.textContent = d.reasoning; }
         if (d.sources) renderSources(parts, d.sources);
         showAnswer(parts, d.html);  // server-sanitised, sanitised again
