@@ -96,6 +96,11 @@ def test_markdown_renders_while_streaming_and_code_blocks_are_labelled_highlight
         page.locator(".msg.assistant .actions .copy-btn").click()
         assert page.evaluate("navigator.clipboard.readText()") == "".join(CODE_ANSWER).strip()
         shot(page, "dock-desktop-code.png")
+        # Reopened: the findings come back, placed in their block.
+        page.reload()
+        page.locator("#chat-list li[data-id] .chat-open").first.click()
+        expect(page.locator(".msg.assistant .findings li").first).to_contain_text("line 2:")
+        expect(page.locator(".msg.assistant .codeblock-lang")).to_contain_text("scanner: line 2")
 
 
 def test_citations_link_to_their_source_and_an_unmatched_one_is_marked(running_dock, model):
