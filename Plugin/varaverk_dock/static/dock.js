@@ -745,6 +745,8 @@
   loadProfiles();
   loadChats();
   loadStatus();
+  // A re-index started from cron or a shell shows up within a minute (while the page is seen).
+  setInterval(() => { if (document.visibilityState === "visible") loadStatus(); }, 60000);
   loadTokens();
   const m = /^#chat=([A-Za-z0-9_-]+)$/.exec(location.hash);
   if (m) openChat(m[1]);
