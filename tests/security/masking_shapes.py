@@ -191,7 +191,8 @@ SHAPES: tuple[Shape, ...] = (
           "private_key: |\n  -----BEGIN PRIVATE KEY-----\n  ...\n  -----END PRIVATE KEY-----",
           "kept"),
     Shape("documented command-line options", "doc",
-          "sort --key=field names.txt\nrestic --password-file=/etc/restic.pw backup", "kept"),
+          "sort --key=field names.txt\nrestic --password-file=/etc/restic.pw backup\n"
+          "```shell\nflux create secret git fluxcd \\\n    --password=password \\\n```", "kept"),
     Shape("token lifetimes", "template",
           "access_token_lifetime: 24h\ntokenTTL: 720h\nrefresh_token_expiry: 30d\n"
           "SESSION_KEY_ROTATE_DAYS=30", "kept"),

@@ -241,9 +241,11 @@ def _pairs(ln: _Line):
             start, end, quoted = vpos + 1, (q.end() - 1 if q else len(text)), True
         else:
             start, end, quoted = vpos, _value_end(ln, m.start(), vpos, sep), False
-        # KEY=value at the line's start, "=" tight: the rest of the line is the value.
+        # KEY=value at the line's start, "=" tight: the rest of the line is the value; not
+        # an option (--password=x) nor a line a backslash continues (a command's).
         whole_line = not quoted and m.group("sep") == "=" \
-            and _ASSIGNMENT_LEAD.match(ln.text, ln.lead).end() == m.start()
+            and _ASSIGNMENT_LEAD.match(ln.text, ln.lead).end() == m.start() \
+            and text[m.start() - 1:m.start()] != "-" and not text.rstrip().endswith("\\")
         yield key, start, end, quoted, whole_line
         pos = max(pos, vpos)  # a value may hold pairs: "jdbc:...?password=x", KEY=a=b
 
