@@ -79,6 +79,8 @@ def _identifier(tok: str) -> bool:
     return covered >= 0.5 * len(tok)
 
 
+# Ends the finding of a value that documentation shows but does not call made up (a hash).
+IN_DOCUMENTATION = " in a documentation code block"
 # "Password is 'authelia'", "digest for 'password'": the text tells a hash's password.
 _PLAINTEXT_TOLD = re.compile(
     r"\b(?:password|passphrase|passwd|digest|hash)\b[\w \t]{0,20}?['\"`][^'\"`\s]{1,64}['\"`]",
@@ -150,7 +152,7 @@ class _Line:
             # A hash of a password the document gives (``## Password is 'authelia'``)
             # protects nothing: an example. Any other stays a finding, named as documentation.
             example = self._plaintext_given()
-            what = what if example else "password hash in a documentation code block"
+            what = what if example else "password hash" + IN_DOCUMENTATION
         self.found.append((what, example))
 
     def _plaintext_given(self) -> bool:
