@@ -16,9 +16,10 @@
 #
 # DESIGN PRINCIPLES
 #   Threaded Workers
-#     The gthread worker keeps many slow streams open on few processes; 32 threads a worker
-#     lets 64 answers stream at once with the default two workers on a two-core host. Every
-#     thread of a process shares that process's one copy of the index's vector matrix.
+#     The gthread worker keeps many slow streams open on few processes; AI_DOCK_MAX_STREAMS
+#     (24) threads a worker for attached answer streams plus 8 for the rest of the page. An
+#     answer itself runs in a thread of its own, attached or not. Every thread of a process
+#     shares that process's one copy of the index's vector matrix.
 #   Same Checks As The Application
 #     The listening address is validated here with the dock's own check, so starting gunicorn
 #     directly on a network address without AI_DOCK_TOKEN fails before a socket opens.
@@ -72,7 +73,8 @@ wsgi_app = "varaverk_dock.app:create_app()"
 bind = [_settings.ai_dock_bind]
 workers = max(1, _settings.ai_dock_workers)
 worker_class = "gthread"
-threads = 32
+# Each attached event stream holds a thread (AI_DOCK_MAX_STREAMS); 8 more serve the page.
+threads = _settings.ai_dock_max_streams + 8
 timeout = 120
 graceful_timeout = 30
 keepalive = 5
