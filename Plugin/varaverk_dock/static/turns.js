@@ -13,7 +13,7 @@ window.VaraverkTurns = function (dock) {
   const askBtn = $("ask");
   const stopBtn = $("stop");
   const editNote = $("edit-note");
-  const POLL_MS = 2000;  // how often a shown conversation is checked for another tab's turn
+  const POLL_MS = 1000;  // how often a shown conversation is checked for another tab's turn
   let live = null;       // the turn attached now: {id, es, parts, question, seq}
   let editing = false;   // the next question replaces the last one (edit and resend)
   let pollTimer = null;
@@ -235,6 +235,11 @@ window.VaraverkTurns = function (dock) {
     btn.addEventListener("click", () => {
       if (live) return;
       if (questionEl.value === question) questionEl.value = "";
+      // The failed attempt gives way to the new one (it was never saved).
+      const asked = parts.wrap.previousElementSibling;
+      if (asked && asked.classList.contains("user") &&
+          asked.querySelector(".bubble").textContent === question) asked.remove();
+      parts.wrap.remove();
       ask(question, false);
     });
     parts.error.appendChild(document.createTextNode(" "));
