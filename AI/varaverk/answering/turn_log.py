@@ -29,6 +29,7 @@ import socket
 import sqlite3
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Iterator
 
@@ -99,6 +100,10 @@ class TurnLog:
         self._local = threading.local()
         self._schema_lock = threading.Lock()
         self._schema_ready = False
+        # Followers in this process wait on their turn's condition, which a write from this
+        # process notifies at once; other processes' writes are seen at the next poll.
+        self._signals: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self._signals_lock = threading.Lock()
 
     def _db(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -193,6 +198,10 @@ class TurnLog:
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        signal = self._signals.get(turn_id)
+        if signal is not None:
+            with signal:
+                signal.notify_all()
         return first_seq + len(rows)
 
     def heartbeat(self, turn_ids: list[str]) -> None:
@@ -305,8 +314,13 @@ class TurnLog:
         """Every event of the turn after ``after`` as it is written, until the turn is
         finished and all its events were given. Yields None after ``idle_seconds`` without
         an event (a keep-alive for the caller to send). A turn that does not exist yields
-        nothing. Polls the file every ``poll_seconds``; checks for a stale owner while idle.
+        nothing. Polls the file every ``poll_seconds`` (sooner when this process writes the
+        turn); checks for a stale owner while idle.
         """
+        with self._signals_lock:
+            signal = self._signals.get(turn_id)
+            if signal is None:
+                signal = self._signals[turn_id] = threading.Condition()
         quiet_since = time.monotonic()
         while True:
             status, events = self.read(turn_id, after)
@@ -322,7 +336,8 @@ class TurnLog:
                 quiet_since = now
                 self.reap_stale()
                 yield None
-            time.sleep(poll_seconds)
+            with signal:
+                signal.wait(poll_seconds)
 
 
 def _dumps(data: dict) -> str:
