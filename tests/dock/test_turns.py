@@ -270,3 +270,18 @@ def test_a_stop_requested_through_another_process_reaches_the_runner(tmp_path):
     assert kinds[-2:] == ["stopped", "saved"] and "done" not in kinds
     partial = json.loads(events[-2][2])["answer"]
     assert partial == "".join(json.loads(e[2])["text"] for e in events if e[1] == "content")
+
+
+def test_the_turn_log_is_private_and_a_token_guards_every_turn_route(settings, model):
+    token = "turns-token-123"
+    app = create_app(settings.replace(ai_dock_token=token))
+    client = app.test_client()
+    turn_id = client.post("/api/turns", json={"question": QUESTION}, headers={
+        **SAME, "X-Varaverk-Token": token}).get_json()["turn_id"]
+    assert client.get(f"/api/turns/{turn_id}/events").status_code == 401
+    assert client.post(f"/api/turns/{turn_id}/stop", headers=SAME).status_code == 401
+    assert client.get("/api/turns?chat_id=x").status_code == 401
+    assert client.post("/api/turns", json={"question": "q"}, headers={
+        "Origin": "http://evil.example", "X-Varaverk-Token": token}).status_code == 403
+    wait_status(app, turn_id, "done")
+    assert (settings.ai_data_dir / "turns.sqlite").stat().st_mode & 0o777 == 0o600
