@@ -1,4 +1,4 @@
-"""The turn log: every chat turn's events, durable, in one SQLite file (``AI_DATA_DIR/turns.sqlite``).
+"""The turn log: every chat turn's events, durable, in one SQLite file (AI_DATA_DIR/turns.sqlite).
 
 A turn lives here, not in an HTTP response. The process that runs a turn appends its events
 (``start``, ``profile``, ``sources``, ``capability``, ``thinking``, ``content``, ``findings``,
