@@ -46,6 +46,9 @@
 #     host:port to listen on (default 127.0.0.1:8470); non-loopback requires AI_DOCK_TOKEN.
 #   AI_DOCK_WORKERS
 #     Worker processes (default 2).
+#   AI_DOCK_MAX_STREAMS
+#     Attached answer streams per worker (default 24); each worker runs this many threads
+#     plus 8.
 #   AI_CONFIG
 #     The conf file to read (ai-dock sets it from --config).
 #   GUNICORN_CMD_ARGS

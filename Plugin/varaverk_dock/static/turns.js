@@ -42,6 +42,7 @@ window.VaraverkTurns = function (dock) {
     if (!logPath.hidden && logPath.value.trim()) body.log_path = logPath.value.trim();
     setEditing(false);
     setBusy({ id: null });  // no second ask while this one is being accepted
+    const view = state.view;
     let resp, reply = null;
     try {
       resp = await api("/api/turns", {
@@ -50,6 +51,10 @@ window.VaraverkTurns = function (dock) {
       try { reply = await resp.json(); } catch (e) { reply = null; }
     } catch (e) {
       refused(question, "Request failed: " + e.message);
+      return;
+    }
+    if (state.view !== view) {  // the page moved on meanwhile: the turn goes on without it
+      setBusy(null);
       return;
     }
     if (resp.status === 202 && reply && reply.turn_id) { attach(reply.turn_id); return; }
@@ -251,7 +256,7 @@ window.VaraverkTurns = function (dock) {
   stopBtn.addEventListener("click", stop);
   $("edit-cancel").addEventListener("click", () => { setEditing(false); questionEl.value = ""; });
   document.addEventListener("keydown", (e) => {
-    if (e.key !== "Escape" || e.isComposing) return;
+    if (e.key !== "Escape" || e.isComposing || document.querySelector("dialog[open]")) return;
     if (live) { e.preventDefault(); stop(); } else if (editing) { setEditing(false); }
   });
 
