@@ -14,13 +14,14 @@
    client's events must be seq 1, 2, 3, ... with no gap or repeat and its content must equal
    the saved answer (must be 0).
 
-The fake model server runs in this process; the dock in its own process group.
+The fake model server runs in a child process, the dock in its own process group.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import statistics
@@ -28,6 +29,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 
@@ -92,7 +94,7 @@ def _faults(run: dict) -> tuple[int, int]:
     return lost, repeated
 
 
-def time_to_first_token(url: str, server: ModelServer, rounds: int) -> None:
+def time_to_first_token(url: str, server, rounds: int) -> None:
     with httpx.Client() as client:
         for _ in range(3):  # warm up: imports, connections, the workers' first turns
             _ask(url, QUESTION, "chat", client)
@@ -195,6 +197,20 @@ def concurrent_direct(url: str, n: int) -> None:
               f"{_ms(_pct(totals, .95))}")
 
 
+def _serve(conn, tokens: int, delay: float) -> None:
+    """The fake model server in a process of its own, so the clients' threads here do not
+    slow its tokens down: every answer is ``tokens`` words, ``delay`` seconds apart."""
+    server = ModelServer().start()
+    # A hundred turns connect at once; the standard library's listen backlog of 5 would
+    # refuse some under load (an "unavailable" error, not the dock's).
+    server._httpd.socket.listen(1024)
+    server.script(content=[f"word{i} " for i in range(tokens)])
+    server.delta_delay = delay
+    conn.send((server.base_url, server.openai_base_url))
+    conn.recv()  # until the benchmark is over
+    server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
@@ -204,7 +220,12 @@ def main() -> None:
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-turns-"))
-    server = ModelServer().start()
+    ours, theirs = multiprocessing.Pipe()
+    serving = multiprocessing.Process(target=_serve, args=(theirs, args.tokens, args.delay),
+                                      daemon=True)
+    serving.start()
+    base_url, openai_url = ours.recv()
+    server = SimpleNamespace(base_url=base_url, openai_base_url=openai_url)
     dock = None
     try:
         repo = make_harborlab(work / "harborlab")
@@ -215,20 +236,19 @@ def main() -> None:
         # measures the transport, not the probes of AI_OLLAMA_HOSTS timing out under load.
         settings = base_settings(repo, data, server, ai_dock_max_turns=most,
                                  ai_dock_max_streams=2 * most, ai_chat_history_max=10,
-                                 ai_gen_backend="openai",
-                                 ai_openai_base_url=server.openai_base_url)
+                                 ai_gen_backend="openai", ai_openai_base_url=openai_url)
         dock = start_dock(settings, data)
+        print(f"each answer: {args.tokens} tokens, {args.delay * 1000:.0f} ms apart (the "
+              "first one too)")
         time_to_first_token(dock.url, server, args.rounds)
-        server.script(content=[f"word{i} " for i in range(args.tokens)])
-        server.delta_delay = args.delay
-        print(f"each answer: {args.tokens} tokens, {args.delay * 1000:.0f} ms apart")
         for n in args.streams:
             concurrent_direct(dock.url, n)
             concurrent_turns(dock.url, n)
     finally:
         if dock is not None:
             dock.stop()
-        server.stop()
+        ours.send("stop")
+        serving.join(timeout=10)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -285,3 +285,27 @@ def test_the_turn_log_is_private_and_a_token_guards_every_turn_route(settings, m
         "Origin": "http://evil.example", "X-Varaverk-Token": token}).status_code == 403
     wait_status(app, turn_id, "done")
     assert (settings.ai_data_dir / "turns.sqlite").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_failed_write_fails_its_own_turn_only(tmp_path):
+    import sqlite3
+    import threading
+
+    import pytest
+
+    log = TurnLog(tmp_path / "turns.sqlite")
+    turns = [log.begin(None, 8, {"question": str(i)}) for i in range(4)]
+    with pytest.raises(sqlite3.IntegrityError):
+        log.append(turns[0], 1, [("content", {"text": "seq 1 is the start event"})])
+    # Appends from many threads at once are committed together and each gets its own seq.
+    threads = [threading.Thread(target=lambda t=t: [log.append(t, seq, [("content", {
+        "text": f"{seq}"})]) for seq in range(2, 52)]) for t in turns[1:]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for turn_id in turns[1:]:
+        status, events = log.read(turn_id)
+        assert status == "running" and [e[0] for e in events] == list(range(1, 52))
+    assert log.read(turns[0])[1] == [(1, "start", json.dumps({"question": "0",
+                                                              "turn_id": turns[0]}))]
