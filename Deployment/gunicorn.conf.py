@@ -35,8 +35,10 @@
 #     passed once in a URL to log in is never written to a log.
 #   Graceful Stop
 #     SIGTERM gives open streams graceful_timeout (30 s) to finish before workers are killed.
-#     A killed worker loses only its open turns: conversations are saved atomically after a
-#     turn completes, so stored files stay readable.
+#     A worker that exits ends the answers it still generates with an error event (pages say
+#     so at once); a killed one loses only its open turns, which the turn log closes once
+#     their heartbeat is stale. Conversations are saved atomically after a turn completes, so
+#     stored files stay readable.
 #   Worker Heartbeat
 #     timeout (120 s) only bounds a stuck worker's heartbeat; in threaded workers the
 #     heartbeat keeps running while a stream is open, so long answers are not cut off.
@@ -111,6 +113,19 @@ def when_ready(server):
     for address in held:  # what --bind and GUNICORN_CMD_ARGS settled on, not the conf
         if isinstance(address, tuple):
             server.log.info("ai-dock: open %s", dock_url(str(address[0]), address[1]))
+
+
+def worker_exit(server, worker):
+    """A worker going away (restart, stop) ends the answers it still generates with an error
+    event at once, so their pages say so instead of waiting for the stale-turn check."""
+    app = getattr(worker, "wsgi", None)
+    state = getattr(app, "extensions", {}).get("varaverk_dock")
+    runner = getattr(state, "turn_runner", None)
+    if runner is not None:
+        ended = runner.interrupt_all("the dock process generating this answer was stopped "
+                                     "(restart or shutdown); ask again")
+        if ended:
+            server.log.info("ai-dock: %d answer(s) interrupted by the worker's exit", ended)
 
 
 def post_fork(server, worker):

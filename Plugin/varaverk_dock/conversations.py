@@ -8,7 +8,7 @@ record (``sources``: citation, path, section, title, line range, score; ``index_
 index's HEAD commit then), re-validated the same way, so a reopened answer can still be checked;
 a bad record is dropped on load and the answer kept. Only ``Chat.history()`` (role and content)
 is ever replayed into a prompt: sources are shown, never sent. Reasoning and timings are not
-stored.
+stored. An answer someone stopped part-way is kept as far as it got, marked ``"stopped": true``.
 
 Files are written atomically: a temporary file in the same folder, write, flush,
 ``os.fsync``, ``os.replace``, then the folder is synced. A process killed at any moment leaves

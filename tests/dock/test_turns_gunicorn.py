@@ -75,3 +75,18 @@ def test_stop_on_its_own_connection_ends_every_attached_stream(running_dock, mod
     assert partial and "".join(SLOW).startswith(partial) and partial != "".join(SLOW)
     log = (running_dock.settings.ai_log_dir / "ai-dock.log").read_text()
     assert f"turn {turn_id}: stop requested" in log or f"turn {turn_id} stopped" in log
+
+
+def test_a_stopped_dock_ends_the_answers_it_was_generating_with_an_error(running_dock, model):
+    from varaverk.answering.turn_log import TurnLog
+
+    model.script(content=SLOW)
+    model.delta_delay = 1.0
+    url = running_dock.url
+    turn_id = start(url)
+    assert [e["type"] for e in read_stream(url, turn_id, limit=2)] == ["start", "content"]
+    running_dock.stop()  # SIGTERM: gunicorn's graceful stop, every worker exits
+    status, events = TurnLog(running_dock.settings.ai_data_dir / "turns.sqlite").read(turn_id)
+    assert status == "error" and events[-1][1] == "error"
+    assert json.loads(events[-1][2])["kind"] == "interrupted"
+    assert "ai-dock: 1 answer(s) interrupted" in running_dock.log_file.read_text()

@@ -175,6 +175,16 @@ class TurnRunner:
                 log.exception("turn watcher: polling the turn log failed")
             time.sleep(self.poll_seconds)
 
+    def interrupt_all(self, message: str) -> int:
+        """End every turn this process runs with an error event (kind ``interrupted``): the
+        process is going away (a restart), so pages learn it now rather than when the turn's
+        heartbeat goes stale. Returns how many were ended."""
+        with self._lock:
+            live = list(self._live.values())
+        for one in live:
+            self._end(one, "error", {"message": message, "kind": "interrupted"})
+        return len(live)
+
     def stop_here(self, turn_id: str) -> bool:
         """Finish a turn this process runs as ``stopped`` with its partial answer; False
         when it is not running here (anymore)."""
