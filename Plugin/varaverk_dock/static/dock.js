@@ -9,7 +9,6 @@
   const messagesEl = $("messages");
   const questionEl = $("question");
   const profileEl = $("profile");
-  const askBtn = $("ask");
   // turn: the turn this page follows now (turns.js), or null. view: bumped whenever the
   // page changes conversation, so a late reply for an earlier view is dropped.
   const state = { chatId: null, turn: null, view: 0, profiles: {}, logsLoadedFor: null,
