@@ -106,6 +106,9 @@ RANGES: dict[str, tuple[float, float]] = {
     "ai_index_lock_timeout": (0, 86400),
     "ai_token_retain_rows": (1, 100_000_000),
     "ai_dock_workers": (1, 256),
+    "ai_dock_max_turns": (1, 1024),
+    "ai_dock_max_streams": (1, 4096),
+    "ai_dock_turn_retain_hours": (0.01, 8760),
     "ai_chat_history_max": (1, 1_000_000),
 }
 # Keys other than settings that Varaverk itself reads: not worth a "did you mean" warning.
@@ -181,6 +184,11 @@ class Settings:
     ai_dock_bind: str = "127.0.0.1:8470"
     ai_dock_token: str = field(default="", repr=False)
     ai_dock_workers: int = 2
+    # Answers generated at once over every worker; attached event streams per worker (each
+    # holds one gunicorn thread); hours a finished turn's events stay in the turn log.
+    ai_dock_max_turns: int = 8
+    ai_dock_max_streams: int = 24
+    ai_dock_turn_retain_hours: float = 24.0
     ai_chat_history_max: int = 10
     ai_conf_read_keys: tuple[str, ...] = ()
     ai_troubleshoot_log_dirs: tuple[str, ...] = ("/var/log",)

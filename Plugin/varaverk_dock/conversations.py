@@ -10,6 +10,7 @@ can still be checked; a bad record is dropped on load and the answer kept. What 
 showed (reasoning, timings, tokens, escalation, findings) is its ``record``
 (``turn_record.validate_record``). Only ``Chat.history()`` (role and content) is ever replayed
 into a prompt: sources and records are shown, never sent.
+An answer someone stopped part-way is kept as far as it got, marked ``"stopped": true``.
 
 Files are written atomically: a temporary file in the same folder, write, flush,
 ``os.fsync``, ``os.replace``, then the folder is synced. A process killed at any moment leaves
@@ -164,6 +165,8 @@ def validate_message(raw: object) -> dict:
     except UnicodeEncodeError:  # "\ud800" parses as JSON but can never be saved as UTF-8
         raise InvalidMessage("content holds a lone surrogate (not valid Unicode)") from None
     message = {"role": role, "content": content}
+    if raw.get("stopped") is True and role == "assistant":
+        message["stopped"] = True  # the answer was stopped part-way (shown, never sent)
     if "sources" in raw or "index_head" in raw:
         if role != "assistant":
             raise InvalidMessage("only an assistant message has sources")
@@ -438,10 +441,13 @@ class ChatStore:
 
     def append_turn(self, chat_id: str | None, question: str, answer: str,
                     profile: str, sources: list[dict] | None = None,
-                    index_head: str | None = None, record: dict | None = None) -> Chat:
+                    index_head: str | None = None, record: dict | None = None,
+                    replace_last: bool = False, stopped: bool = False) -> Chat:
         """Add one completed turn (question and answer) and save; a new chat when no id.
 
-        Called only when a turn completed: a failed or interrupted turn is never stored.
+        Called only when a turn completed or was stopped (``stopped``: the partial answer,
+        marked ``"stopped": true``); a failed turn is never stored. ``replace_last``: the
+        chat's last question and answer are replaced (regenerate, edit and resend).
         ``sources`` (the answer's citations, ``varaverk.retrieval.search.citations`` entries) and
         ``index_head`` are kept with the answer as its record (``validate_sources``), and
         ``record`` (``turn_record.validate_record``) as what else the turn showed.
@@ -464,6 +470,8 @@ class ChatStore:
                 answer_message["record"] = validate_record(record)
             except InvalidRecord as exc:
                 log.warning("answer saved without its record: %s", exc)
+        if stopped:
+            answer_message["stopped"] = True
         pair = [question_message, answer_message]
         self._ensure_dir()
         with self._lock:
@@ -473,7 +481,10 @@ class ChatStore:
             else:
                 chat = Chat(id=self.new_id(), created=ts, updated=ts, profile=profile,
                             host=self.host)
-            chat.messages = (chat.messages + pair)[-MAX_MESSAGES:]
+            kept = chat.messages
+            if replace_last and [m["role"] for m in kept[-2:]] == ["user", "assistant"]:
+                kept = kept[:-2]
+            chat.messages = (kept + pair)[-MAX_MESSAGES:]
             chat.updated = ts
             chat.profile = profile
             self._write(chat)

@@ -10,12 +10,12 @@
   const messagesEl = $("messages");
   const questionEl = $("question");
   const profileEl = $("profile");
-  const askBtn = $("ask");
-  // turn: the answer streaming now ({controller, chatId}), or null. view: bumped whenever the
+  // turn: the turn this page follows now (turns.js), or null. view: bumped whenever the
   // page changes conversation, so a late reply for an earlier view is dropped.
   const state = { chatId: null, turn: null, view: 0, profiles: {}, logsLoadedFor: null,
                   bugDraft: null };
   const R = window.VaraverkRender;
+  let turns = null;  // turns.js: asking, following, stopping (wired at the end)
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
@@ -360,77 +360,6 @@
     renderMeta(parts, rec);
   }
 
-  // A turn belongs to the conversation it was asked in. Leaving that conversation (new chat,
-  // another chat, deleting it) aborts the stream: the server then stops the model and saves
-  // nothing, and nothing the old stream still carries reaches the conversation now shown.
-  function abandonTurn() {
-    const turn = state.turn;
-    if (!turn) return;
-    state.turn = null;
-    turn.controller.abort();
-    askBtn.disabled = false;
-  }
-
-  async function ask(question) {
-    if (state.turn) return;
-    const turn = { controller: new AbortController(), chatId: state.chatId };
-    const live = () => state.turn === turn;
-    state.turn = turn;
-    askBtn.disabled = true;
-    addUser(question);
-    const parts = addAssistant();
-    const body = { question: question, profile: profileEl.value };
-    if (turn.chatId) body.chat_id = turn.chatId;
-    const logPath = $("log-path");
-    if (!logPath.hidden && logPath.value.trim()) body.log_path = logPath.value.trim();
-    let finished = false;
-    try {
-      const resp = await api("/api/ask", {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify(body),
-        signal: turn.controller.signal,
-      });
-      if (!live()) return;
-      if (!resp.ok || !resp.body) {
-        let msg = "HTTP " + resp.status;
-        try { const j = await resp.json(); if (j && j.error) msg = j.error; } catch (e) { /* keep */ }
-        showError(parts, msg);
-        return;
-      }
-      const reader = resp.body.getReader();
-      const decoder = new TextDecoder();
-      let buf = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (value) buf += decoder.decode(value, { stream: true });
-        let nl;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
-          if (!line) continue;
-          let ev;
-          try { ev = JSON.parse(line); } catch (e) { continue; }
-          if (!live()) return;
-          if (ev.type === "done" || ev.type === "error") finished = true;
-          handleEvent(parts, ev, question);
-        }
-        if (done) break;
-      }
-      if (!finished && live()) {
-        showError(parts, "The connection ended before the answer was complete.");
-      }
-    } catch (e) {
-      if (live()) showError(parts, "Request failed: " + e.message);
-    } finally {
-      if (live()) {
-        state.turn = null;
-        askBtn.disabled = false;
-        questionEl.focus();
-      }
-    }
-  }
-
   // ── conversations ──────────────────────────────────────────────────────────────────────
 
   function clearMessages() {
@@ -443,13 +372,14 @@
   }
 
   function newChat() {
-    abandonTurn();
+    turns.detach();  // the turn goes on, and is saved in its own conversation
     state.view += 1;
     state.chatId = null;
     history.replaceState(null, "", location.pathname);
     $("chat-title").textContent = "New conversation";
     clearMessages();
     markActive();
+    turns.shown();
     questionEl.focus();
   }
 
@@ -461,7 +391,7 @@
 
   async function openChat(id) {
     if (state.turn && id === state.chatId) return;  // already shown, its answer streaming
-    abandonTurn();
+    turns.detach();
     const view = ++state.view;
     try {
       const body = await apiJson("/api/chats/" + encodeURIComponent(id));
@@ -474,9 +404,12 @@
       clearMessages();
       body.messages.forEach((m) => {
         if (m.role === "user") { addUser(m.content); return; }
-        showSaved(addAssistant(), m);
+        const parts = addAssistant();
+        showSaved(parts, m);
+        if (m.stopped) addBadge(parts, "stopped: the answer is partial", "warn");
       });
       markActive();
+      turns.shown();
     } catch (e) {
       if (view !== state.view) return;
       newChat();
@@ -486,7 +419,10 @@
 
   async function deleteChat(id, title) {
     if (!window.confirm("Delete the conversation “" + title + "”?")) return;
-    if (state.chatId === id) newChat();  // before the delete, so its stream cannot save
+    if (state.chatId === id) {  // stop its answer first, so nothing is saved into it
+      if (turns.busyIn(id)) await turns.stop();
+      newChat();
+    }
     try {
       await api("/api/chats/" + encodeURIComponent(id), { method: "DELETE" });
     } catch (e) { /* the list below shows the truth */ }
@@ -727,7 +663,7 @@
     const q = questionEl.value.trim();
     if (!q || state.turn) return;
     questionEl.value = "";
-    ask(q).then(() => { loadTokens(); });
+    turns.ask(q);
   });
   questionEl.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
@@ -742,6 +678,10 @@
   $("bug-file").addEventListener("click", fileBug);
   $("refresh-status").addEventListener("click", loadStatus);
 
+  turns = window.VaraverkTurns({ $: $, el: el, api: api, state: state, addUser: addUser,
+                                 addAssistant: addAssistant, addBadge: addBadge,
+                                 handleEvent: handleEvent, showError: showError,
+                                 loadTokens: loadTokens });
   loadProfiles();
   loadChats();
   loadStatus();
@@ -750,5 +690,7 @@
   loadTokens();
   const m = /^#chat=([A-Za-z0-9_-]+)$/.exec(location.hash);
   if (m) openChat(m[1]);
+  const t = /^#turn=([0-9a-f]{32})$/.exec(location.hash);
+  if (t) turns.attach(t[1]);
   questionEl.focus();
 })();
