@@ -19,6 +19,8 @@ def turn(role: str, text: str, at: str, ref: str | None = None) -> dict:
 
 @pytest.fixture
 def memory_settings(tmp_path, model_server) -> Settings:
+    # 1024 buckets: few hash collisions between the words of unrelated sentences.
+    model_server.dims["bow"] = 1024
     return Settings(ai_data_dir=tmp_path / "data", ai_repo_root=tmp_path,
                     ai_config=tmp_path / "none.conf", ai_embed_backend="ollama",
                     ai_embed_model="bow", ai_ollama_hosts=(model_server.base_url,),

@@ -120,7 +120,7 @@ def test_facts_of_another_embedder_are_refused(memory, memory_settings):
     with HostMemory(other) as mem:
         mem.remember("c2", MOVER_TALK)  # turns are kept whatever the embedder
         with pytest.raises(MemoryMismatch,
-                           match=r"ollama/bow \(64 dims\); this run uses ollama/other-model"):
+                           match=r"ollama/bow \(1024 dims\); this run uses ollama/other-model"):
             mem.digest_pending()
         with pytest.raises(MemoryMismatch) as refused:
             mem.recall("where is the NAS?")

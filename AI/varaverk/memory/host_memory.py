@@ -108,7 +108,8 @@ class HostMemory:
         if not turns:
             return
         digest, status, error = self._digest(turns)
-        if status == "retry" and attempts + 1 >= MAX_ATTEMPTS:
+        attempts += self.settings.ai_memory_digest == "model"
+        if status == "retry" and attempts >= MAX_ATTEMPTS:
             status = "digested"  # the extractive digest is final
         result = self.embedder.embed([f.statement for f in digest.facts])
         kept = [(f, v) for f, v in zip(digest.facts, result.vectors) if v is not None]
@@ -122,7 +123,7 @@ class HostMemory:
         vectors = np.vstack([v for _, v in kept])
         embedder = (self.embedder.backend, self.embedder.model, int(vectors.shape[1]))
         self.store.write_digest(conversation, first, last, digest, vectors, embedder, status,
-                                error, attempts + (digest.method == "model" or status == "retry"))
+                                error, attempts)
 
     def digest_pending(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Digest every triplet without a digest, then retry failed model digests.
