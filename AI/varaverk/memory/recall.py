@@ -1,10 +1,10 @@
 """Recall: which stored triplets a new exchange brings back, by votes.
 
 The new triplet (the last turns of the current conversation and the new question) is
-digested extractively; each of its facts finds its ``NEIGHBOURS`` nearest stored facts by
-cosine similarity, and each hit at or above ``MIN_SIMILARITY`` is one vote for the triplet
-the stored fact came from (one vote per new fact and triplet: a triplet repeating itself
-gains nothing). Triplets of the current conversation never vote: they are in the prompt
+digested extractively; each of its facts finds its nearest stored facts by cosine
+similarity, and each hit at or above ``MIN_SIMILARITY`` is one vote for the triplet the
+stored fact came from: one vote per new fact and triplet (a triplet repeating itself gains
+nothing), for the ``NEIGHBOURS`` nearest distinct triplets of each new fact. Triplets of the current conversation never vote: they are in the prompt
 already. Ranked by votes, ties by summed similarity. The first is *hot* (quoted verbatim);
 the next ``ECHOES`` are *echoes* (their recollections only).
 """
@@ -29,6 +29,9 @@ NEIGHBOURS = 5
 # question from recalling anything.
 MIN_SIMILARITY = 0.3
 ECHOES = 3
+# Facts looked at per vote cast: a triplet holds about six facts (two sentences a turn), so
+# eight per vote finds ``NEIGHBOURS`` distinct triplets unless one conversation repeats itself.
+CANDIDATES_PER_VOTE = 8
 
 
 @dataclass
@@ -90,16 +93,18 @@ def vote(table: "FactTable", queries: "np.ndarray", exclude: str | None = None,
     sims = queries @ table.matrix.T                       # (m, n) cosine similarities
     if exclude is not None:
         sims[:, table.conversations == exclude] = -1.0
-    k = min(neighbours, sims.shape[1])
-    top = np.argpartition(-sims, k - 1, axis=1)[:, :k]
+    # A triplet holds several facts: look at enough of the nearest facts to find the
+    # ``neighbours`` nearest distinct triplets (CANDIDATES_PER_VOTE facts per vote).
+    m = min(neighbours * CANDIDATES_PER_VOTE, sims.shape[1])
+    top = np.argpartition(-sims, m - 1, axis=1)[:, :m]
     tally: dict[int, list] = {}
     for row, cols in enumerate(top):
         best: dict[int, float] = {}
-        for col in cols:
+        for col in cols[np.argsort(-sims[row, cols])]:
             score = float(sims[row, col])
-            if score >= floor:
-                tid = int(table.triplet_ids[col])
-                best[tid] = max(best.get(tid, 0.0), score)
+            if score < floor or len(best) == neighbours:
+                break
+            best.setdefault(int(table.triplet_ids[col]), score)
         for tid, score in best.items():
             entry = tally.setdefault(tid, [0, 0.0])
             entry[0] += 1

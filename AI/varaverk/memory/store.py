@@ -312,6 +312,23 @@ class MemoryStore:
         self._facts_generation = generation
         return self._facts
 
+    def export(self) -> dict:
+        """Everything remembered, JSON-ready (no vectors): ``{"conversations": [{"id",
+        "turns": [{"id", "speaker", "role", "said_at", "text"}], "triplets": [{"id", "turns":
+        [first, last], "status", "digest", "facts", "recollection"}]}]}``."""
+        out = []
+        for conversation, *_ in self.conversations():
+            turns = [{"id": t.turn_ref, "speaker": t.speaker, "role": t.role,
+                      "said_at": t.said_at, "text": t.text} for t in self.turns(conversation)]
+            triplets = [{"id": r.id, "turns": [r.first_seq, r.last_seq], "status": r.status,
+                         "digest": r.digest,
+                         "facts": [{"statement": f.statement, "speaker": f.speaker,
+                                    "type": f.type} for f in self.facts(r.id)],
+                         "recollection": self.recollection(r.id)}
+                        for r in self.triplets(conversation)]
+            out.append({"id": conversation, "turns": turns, "triplets": triplets})
+        return {"conversations": out}
+
     # -- forgetting ---------------------------------------------------------------------------
 
     def forget_triplet(self, triplet_id: int) -> int:
