@@ -7,7 +7,8 @@
     POST   /api/chats            {"messages": [...]} → a new chat (an import), every message checked
     GET    /api/chats/<id>       {"chat": summary, "messages": [{"role","content","html"}]};
                                  an answer also has "sources" and "index_head", its record
-    DELETE /api/chats/<id>       204
+    DELETE /api/chats/<id>       204; ``?forget_memory=1`` also forgets what long-term memory
+                                 kept of it (``memory_api``)
 
 The dock does not retrieve, prompt or generate itself: ``/api/ask`` runs the answer pipeline
 (``varaverk.answering.answer.run_turn``), which does all of that and appends the ledger row (source
@@ -27,11 +28,11 @@ import json
 import logging
 from typing import Iterator
 
-from flask import Blueprint, Response, jsonify, stream_with_context
+from flask import Blueprint, Response, jsonify, request, stream_with_context
 
 from varaverk.answering.answer import TurnFailed, TurnRequest, run_turn
 from varaverk.answering.profiles import DEFAULT_PROFILE, PROFILES, SCOPED_LOG, UnknownProfile, get_profile
-from varaverk_dock import security
+from varaverk_dock import memory_api, security
 from varaverk_dock.conversations import (ChatNotFound, CorruptChat, InvalidMessage,
                                          validate_message)
 from varaverk_dock.errors import api_error, json_object
@@ -109,7 +110,8 @@ def ask():
             return api_error(409, str(exc))
 
     turn_request = TurnRequest(profile=profile.name, question=question, history=history,
-                               log_path=log_path, source="webgui")
+                               log_path=log_path, source="webgui", conversation=chat_id)
+    asked_at = memory_api.asked_now()
     settings = state.settings
     log.info("ask: profile=%s chat=%s question_chars=%d", profile.name, chat_id or "new",
              len(question))
@@ -134,6 +136,11 @@ def ask():
                     yield _ndjson("done", data)
                     if saved is not None:
                         yield _ndjson("saved", saved)
+                        if not saved.get("error"):  # remembered off the stream, after it
+                            memory_api.remember_after_turn(
+                                settings, profile.name, saved["chat_id"], question,
+                                str(data.get("answer") or ""), asked_at,
+                                getattr(retriever, "embedder", None))
                     return
                 yield _ndjson(event.type, data)
                 if event.type == "error":
@@ -166,7 +173,8 @@ def _save_turn(state: DockState, chat_id: str | None, question: str, done: dict,
     try:
         chat = state.store.append_turn(chat_id, question, answer, profile,
                                        sources=done.get("sources"),
-                                       index_head=done.get("index_head"))
+                                       index_head=done.get("index_head"),
+                                       memory=done.get("memory"))
     except (InvalidMessage, ChatNotFound, CorruptChat, OSError) as exc:
         log.warning("ask: the completed turn was not saved: %s", exc)
         return {"chat_id": chat_id, "title": None, "error": f"not saved: {exc}"}
@@ -221,12 +229,15 @@ def chats_get(chat_id: str):
 
 @bp.delete("/api/chats/<chat_id>")
 def chats_delete(chat_id: str):
-    """``DELETE /api/chats/<id>``: 204; 400 malformed id, 404 no such chat."""
+    """``DELETE /api/chats/<id>``: 204; 400 malformed id, 404 no such chat. With
+    ``?forget_memory=1`` its long-term memory is forgotten too."""
     if not security.valid_chat_id(chat_id):
         return api_error(400, "malformed chat id")
     try:
         dock_state().store.delete(chat_id)
     except ChatNotFound:
         return api_error(404, f"no chat {chat_id}")
+    if request.args.get("forget_memory") in ("1", "true"):
+        memory_api.forget_chat(chat_id)
     return Response(status=204)
 

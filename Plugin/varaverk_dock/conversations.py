@@ -6,8 +6,9 @@ each message is re-validated on the way in, from the browser and from disk (role
 and logged, never passed on. An assistant message also keeps the sources its answer cited, as a
 record (``sources``: citation, path, section, title, line range, score; ``index_head``: the
 index's HEAD commit then), re-validated the same way, so a reopened answer can still be checked;
-a bad record is dropped on load and the answer kept. Only ``Chat.history()`` (role and content)
-is ever replayed into a prompt: sources are shown, never sent. Reasoning and timings are not
+a bad record is dropped on load and the answer kept; likewise ``memory``, what long-term
+memory recalled for the answer (shown "remembered from ..."). Only ``Chat.history()`` (role
+and content) is ever replayed into a prompt: sources and memories are shown, never sent. Reasoning and timings are not
 stored.
 
 Files are written atomically: a temporary file in the same folder, write, flush,
@@ -121,6 +122,31 @@ def validate_sources(sources: object, index_head: object) -> dict:
     return {"sources": [_valid_source(s) for s in sources], "index_head": index_head}
 
 
+MAX_RECALLED = 8
+_RECALLED_TEXT = {"label": 300, "said_at": 40, "conversation": 200}
+
+
+def validate_recalled(raw: object) -> list[dict]:
+    """An answer's memory record (what long-term memory recalled for it,
+    ``varaverk.answering.remembering``), checked and reduced to ``label``, ``said_at``,
+    ``conversation`` (strings) and ``triplet`` (an id). Raises InvalidMessage."""
+    if not isinstance(raw, list) or len(raw) > MAX_RECALLED:
+        raise InvalidMessage(f"memory must be a list of at most {MAX_RECALLED}")
+    out = []
+    for item in raw:
+        if not isinstance(item, dict) or not isinstance(item.get("triplet"), int) \
+                or isinstance(item.get("triplet"), bool):
+            raise InvalidMessage("a recalled memory is an object with a triplet id")
+        clean = {"triplet": item["triplet"]}
+        for key, cap in _RECALLED_TEXT.items():
+            value = item.get(key, "")
+            if not isinstance(value, str) or len(value) > cap or "\x00" in value:
+                raise InvalidMessage(f"a recalled memory's {key} is not a short string")
+            clean[key] = value
+        out.append(clean)
+    return out
+
+
 def validate_message(raw: object) -> dict:
     """One message, checked and reduced to ``{"role", "content"}``, plus an assistant
     message's ``sources`` and ``index_head`` when it has them (``validate_sources``).
@@ -159,6 +185,10 @@ def validate_message(raw: object) -> dict:
         if role != "assistant":
             raise InvalidMessage("only an assistant message has sources")
         message.update(validate_sources(raw.get("sources", []), raw.get("index_head")))
+    if "memory" in raw:
+        if role != "assistant":
+            raise InvalidMessage("only an assistant message has recalled memories")
+        message["memory"] = validate_recalled(raw["memory"])
     return message
 
 
@@ -422,12 +452,13 @@ class ChatStore:
 
     def append_turn(self, chat_id: str | None, question: str, answer: str,
                     profile: str, sources: list[dict] | None = None,
-                    index_head: str | None = None) -> Chat:
+                    index_head: str | None = None, memory: list[dict] | None = None) -> Chat:
         """Add one completed turn (question and answer) and save; a new chat when no id.
 
         Called only when a turn completed: a failed or interrupted turn is never stored.
         ``sources`` (the answer's citations, ``varaverk.retrieval.search.citations`` entries) and
-        ``index_head`` are kept with the answer as its record (``validate_sources``).
+        ``index_head`` are kept with the answer as its record (``validate_sources``), and
+        ``memory``, what long-term memory recalled for it (``validate_recalled``).
 
         Raises:
             InvalidMessage: question or answer over the cap (nothing written); a malformed
@@ -442,6 +473,11 @@ class ChatStore:
                                                    "index_head": index_head})
             except InvalidMessage as exc:  # the answer is still worth keeping
                 log.warning("answer saved without its sources: %s", exc)
+        if memory:
+            try:
+                answer_message = validate_message({**answer_message, "memory": memory})
+            except InvalidMessage as exc:
+                log.warning("answer saved without its recalled memories: %s", exc)
         pair = [question_message, answer_message]
         self._ensure_dir()
         with self._lock:

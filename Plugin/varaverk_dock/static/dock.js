@@ -92,6 +92,11 @@
     parts.badges.appendChild(el("span", "badge " + (cls || ""), text));
   }
 
+  // What long-term memory recalled for an answer: one badge each ("remembered from ...").
+  function renderMemory(parts, recalled) {
+    (recalled || []).forEach((r) => addBadge(parts, r.label || "remembered", "memory"));
+  }
+
   function ensureReasoning(parts) {
     if (!parts.reasoning) {
       const det = el("details", "reasoning");
@@ -235,6 +240,9 @@
       }
       case "sources":
         renderSources(parts, d.sources);
+        break;
+      case "memory":
+        renderMemory(parts, d.recalled);
         break;
       case "thinking": {
         const r = ensureReasoning(parts);
@@ -400,6 +408,7 @@
         if (typeof m.html === "string") parts.answer.innerHTML = m.html;  // server-sanitised
         else parts.answer.textContent = m.content;
         renderSources(parts, m.sources, { index_head: m.index_head });
+        renderMemory(parts, m.memory);
       });
       markActive();
     } catch (e) {
@@ -411,9 +420,12 @@
 
   async function deleteChat(id, title) {
     if (!window.confirm("Delete the conversation “" + title + "”?")) return;
+    const forget = state.memoryEnabled &&
+      window.confirm("Also forget what long-term memory kept from it?");
     if (state.chatId === id) newChat();  // before the delete, so its stream cannot save
     try {
-      await api("/api/chats/" + encodeURIComponent(id), { method: "DELETE" });
+      await api("/api/chats/" + encodeURIComponent(id) + (forget ? "?forget_memory=1" : ""),
+                { method: "DELETE" });
     } catch (e) { /* the list below shows the truth */ }
     loadChats();
   }
@@ -613,6 +625,7 @@
       body.profiles.forEach((p) => { state.profiles[p.name] = p; });
     } catch (e) { /* the select already lists them */ }
     syncProfileControls();
+    try { state.memoryEnabled = (await apiJson("/api/memory")).enabled; } catch (e) { /* off */ }
   }
 
   // ── wiring ─────────────────────────────────────────────────────────────────────────────
