@@ -122,3 +122,26 @@ def test_no_generation_server_still_remembers_extractively(memory_settings):
         assert (row.status, row.digest) == ("retry", "extractive")
         assert "unreachable" in row.error
         assert mem.recall("Which Synology is the NAS?")[0].triplet_id == row.id
+
+
+def test_what_the_model_repeats_is_redacted_too(memory_settings, model_server):
+    leaky = {"facts": [{"statement": "The admin password is Hunter2-Secret!", "speaker": "user",
+                        "type": "fact"}],
+             "recollection": "I remember the token ghp_abcdefghijklmnopqrstuvwxyz0123456789."}
+    model_server.script(content=[json.dumps(leaky)])
+    with HostMemory(memory_settings.replace(ai_memory_digest="model")) as mem:
+        mem.remember("c1", NAS_TALK[:3])
+        mem.digest_pending()
+        [row] = mem.store.triplets()
+        assert [f.statement for f in mem.store.facts(row.id)] == \
+            ["The admin password is [redacted]"]
+        assert "ghp_" not in mem.store.recollection(row.id)
+
+
+def test_an_unknown_digest_mode_is_a_configuration_error(tmp_path):
+    from varaverk.config import ConfigError, load_settings
+
+    with pytest.raises(ConfigError, match="AI_MEMORY_DIGEST: expected one of model, extractive"):
+        load_settings(environ={"AI_MEMORY_DIGEST": "magic", "AI_DATA_DIR": str(tmp_path)})
+    with pytest.raises(ConfigError, match="AI_MEMORY_BUDGET: must be between 50 and 100000"):
+        load_settings(environ={"AI_MEMORY_BUDGET": "10", "AI_DATA_DIR": str(tmp_path)})

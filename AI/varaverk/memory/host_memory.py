@@ -34,7 +34,7 @@ MAX_ATTEMPTS = 3  # model digests of one triplet before its extractive digest is
 # secrets as key/value pairs, which the shared rules mask; people say them in sentences.
 SPOKEN_SECRET = re.compile(
     r"(?i)\b((?:password|passphrase|passwd|pass ?code|pin|token|secret|api[ _-]?key|"
-    r"private key)s?\s+(?:is|was|are|=|:|to)\s+)[\"'`]?([^\s\"'`]+)")
+    r"private key)s?\s+(?:is|was|are|=|:|to)\s+)(?!\[redacted\])[\"'`]?([^\s\"'`\\]+)")
 
 
 class HostMemory:
