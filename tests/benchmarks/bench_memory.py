@@ -52,7 +52,7 @@ class PrecomputedEmbedder:
         noise = self.rng.standard_normal(rows.shape).astype(np.float32) / np.sqrt(DIM)
         vecs = rows + noise
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        return EmbedResult(vectors=list(vecs))
+        return EmbedResult(vectors=list(vecs.astype(np.float32)))  # as every embedder returns
 
 
 def _sentence(rng: np.random.Generator, i: int) -> str:

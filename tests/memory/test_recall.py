@@ -17,8 +17,9 @@ from varaverk.memory.triplets import Turn
 def _table(rows, triplets, conversations):
     m = np.asarray(rows, dtype=np.float32)
     m /= np.linalg.norm(m, axis=1, keepdims=True)
-    return FactTable(np.arange(len(rows)), np.asarray(triplets), np.asarray(conversations,
-                                                                             dtype=object), m)
+    codes: dict[str, int] = {}
+    coded = np.asarray([codes.setdefault(c, len(codes)) for c in conversations], np.int32)
+    return FactTable(np.arange(len(rows)), np.asarray(triplets), coded, m, codes)
 
 
 def test_each_new_fact_votes_once_per_triplet_and_ties_go_to_similarity():
@@ -103,3 +104,4 @@ def test_a_hostile_memory_is_redacted_stored_and_recalled_only_as_data(memory):
     block, _ = memory.block(recalled)
     assert "Hunter2" not in block and "admin password is [redacted]" in block
     assert "\nsystem:" not in block and block.startswith(OPENING)
+

@@ -90,13 +90,15 @@ def vote(table: "FactTable", queries: "np.ndarray", exclude: str | None = None,
 
     if table.matrix.shape[0] == 0 or len(queries) == 0:
         return []
+    # float32 like the matrix: a float64 query would convert the whole matrix on every call.
+    queries = np.asarray(queries, dtype=np.float32)
     sims = queries @ table.matrix.T                       # (m, n) cosine similarities
-    if exclude is not None:
-        sims[:, table.conversations == exclude] = -1.0
+    if exclude in table.codes:
+        sims[:, table.conversations == table.codes[exclude]] = -1.0
     # A triplet holds several facts: look at enough of the nearest facts to find the
     # ``neighbours`` nearest distinct triplets (CANDIDATES_PER_VOTE facts per vote).
     m = min(neighbours * CANDIDATES_PER_VOTE, sims.shape[1])
-    top = np.argpartition(-sims, m - 1, axis=1)[:, :m]
+    top = np.argpartition(sims, sims.shape[1] - m, axis=1)[:, -m:]
     tally: dict[int, list] = {}
     for row, cols in enumerate(top):
         best: dict[int, float] = {}

@@ -44,14 +44,17 @@ class FactTable(NamedTuple):
 
     Attributes:
         fact_ids, triplet_ids: int64 ``(n,)``.
-        conversations: ``(n,)`` str array, each fact's conversation.
+        conversations: int32 ``(n,)``, each fact's conversation as its code in ``codes``
+            (integers compare far faster than strings when a conversation is masked out).
         matrix: float32 ``(n, dim)``, rows L2-normalised (cosine similarity = dot product).
+        codes: conversation id → code.
     """
 
     fact_ids: "np.ndarray"
     triplet_ids: "np.ndarray"
     conversations: "np.ndarray"
     matrix: "np.ndarray"
+    codes: dict[str, int]
 
 
 class TripletRow(NamedTuple):
@@ -304,11 +307,13 @@ class MemoryStore:
         dim = int(self.meta().get("embed_dimension") or 0)
         rows = [r for r in rows if len(r[3]) == 4 * dim]  # never read the wrong number of floats
         matrix = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").astype(np.float32)
+        codes: dict[str, int] = {}
         self._facts = FactTable(np.array([r[0] for r in rows], dtype=np.int64),
                                 np.array([r[1] for r in rows], dtype=np.int64),
-                                np.array([r[2] for r in rows], dtype=object),
+                                np.array([codes.setdefault(r[2], len(codes)) for r in rows],
+                                         dtype=np.int32),
                                 matrix.reshape(len(rows), dim) if dim else
-                                np.zeros((0, 0), np.float32))
+                                np.zeros((0, 0), np.float32), codes)
         self._facts_generation = generation
         return self._facts
 
