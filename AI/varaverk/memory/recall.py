@@ -92,7 +92,9 @@ def vote(table: "FactTable", queries: "np.ndarray", exclude: str | None = None,
         return []
     # float32 like the matrix: a float64 query would convert the whole matrix on every call.
     queries = np.asarray(queries, dtype=np.float32)
-    sims = queries @ table.matrix.T                       # (m, n) cosine similarities
+    # (m, n) cosine similarities; the tall product reads the matrix in its own order, which
+    # BLAS does markedly faster than the transposed one.
+    sims = np.ascontiguousarray((table.matrix @ queries.T).T)
     if exclude in table.codes:
         sims[:, table.conversations == table.codes[exclude]] = -1.0
     # A triplet holds several facts: look at enough of the nearest facts to find the
