@@ -13,8 +13,9 @@ token ledger behave the same whichever way a question arrives. A turn runs named
     record     one ledger row for the completed answer
 
 Events (``TurnEvent.type``): ``profile`` (escalation), ``memory`` (what was recalled),
-``sources``, ``capability``, ``thinking``, ``content``, ``findings`` (code profile), then exactly one ``done`` or one
-``error``; nothing follows an error, so a half answer is never recorded as a completed ask.
+``sources``, ``capability``, ``thinking``, ``content``, ``findings`` (code profile), then
+exactly one ``done`` or one ``error``; nothing follows an error, so a half answer is never
+recorded as a completed ask.
 A documentation-only profile with nothing relevant answers ``NOT_COVERED`` with the nearest
 sources and never calls the model.
 """
