@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import numpy as np
 import pytest
 
 from tests.memory.conftest import MOVER_TALK, NAS_TALK, turn
@@ -128,3 +129,34 @@ def test_facts_of_another_embedder_are_refused(memory, memory_settings):
         assert mem.store.drop_digests() == 2
         mem.digest_pending()
         assert mem.store.meta()["embed_model"] == "other-model"
+
+
+def _stored_facts(store: MemoryStore) -> list[tuple[int, int]]:
+    return sqlite3.connect(store.path).execute(
+        "SELECT id, triplet FROM facts ORDER BY id").fetchall()
+
+
+def test_the_fact_matrix_follows_every_write_of_any_store_of_the_file(memory, memory_settings):
+    from varaverk.memory.host_memory import HostMemory
+
+    memory.remember("c1", NAS_TALK[:2])
+    memory.digest_pending()
+    before = memory.store.fact_table()
+    with HostMemory(memory_settings) as other:  # another store, as the dock opens per turn
+        other.remember("c1", NAS_TALK[2:])      # the short last triplet grows: replaced
+        other.remember("c2", MOVER_TALK)
+        other.digest_pending()
+    table = memory.store.fact_table()
+    assert list(zip(table.fact_ids.tolist(), table.triplet_ids.tolist())) == \
+        _stored_facts(memory.store)
+    assert len(table.fact_ids) > len(before.fact_ids)
+    assert not set(before.triplet_ids.tolist()) & set(table.triplet_ids.tolist())
+    vectors = memory.embedder.embed([f.statement for r in memory.store.triplets()
+                                     for f in memory.store.facts(r.id)]).vectors
+    assert np.allclose(table.matrix, np.vstack(vectors), atol=1e-6)
+
+    memory.store.forget_conversation("c2")
+    table = memory.store.fact_table()
+    assert list(zip(table.fact_ids.tolist(), table.triplet_ids.tolist())) == \
+        _stored_facts(memory.store)
+    assert set(table.codes) >= {"c1"} and table.matrix.shape == (len(table.fact_ids), 1024)

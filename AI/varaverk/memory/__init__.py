@@ -11,6 +11,7 @@ Modules, each importing only those above it:
 * ``triplets``: ``Turn`` and how a conversation is cut into triplets;
 * ``schema``: the memory file's tables and migrations;
 * ``digest``: facts and recollection of a triplet, by the model (JSON schema) or extractive;
+* ``fact_matrix``: the stored fact vectors as one matrix, kept up to date per process;
 * ``store``: ``MemoryStore``, the SQLite file (``AI_DATA_DIR/memory.db``);
 * ``recall``: votes of the new triplet's facts for stored triplets;
 * ``prompt_block``: the recalled triplets as a quoted data block;

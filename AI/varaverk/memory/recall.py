@@ -4,8 +4,9 @@ The new triplet (the last turns of the current conversation and the new question
 digested extractively; each of its facts finds its nearest stored facts by cosine
 similarity, and each hit at or above ``MIN_SIMILARITY`` is one vote for the triplet the
 stored fact came from: one vote per new fact and triplet (a triplet repeating itself gains
-nothing), for the ``NEIGHBOURS`` nearest distinct triplets of each new fact. Triplets of the current conversation never vote: they are in the prompt
-already. Ranked by votes, ties by summed similarity. The first is *hot* (quoted verbatim);
+nothing), for the ``NEIGHBOURS`` nearest distinct triplets of each new fact. Triplets of
+the current conversation never vote: they are in the prompt already. Ranked by votes, ties
+by summed similarity. The first is *hot* (quoted verbatim);
 the next ``ECHOES`` are *echoes* (their recollections only).
 """
 

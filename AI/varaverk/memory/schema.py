@@ -15,10 +15,13 @@ once, recorded in ``schema_migrations``. After them the file holds:
   digested_at)``: one digest of up to three consecutive turns (``varaverk.memory.triplets``);
   ``status`` ``digested`` or ``retry`` (the model digest failed: the extractive digest
   stands in and the model is asked again), ``digest`` ``model`` or ``extractive``. A triplet
-  row is written in the same transaction as its facts and recollection, never alone.
+  row is written in the same transaction as its facts and recollection, never alone; a
+  digest written again gets a new id (AUTOINCREMENT: ids are never reused).
 * ``facts(id, triplet, statement, speaker, type, vec)``: short statements with who said them
   and their type (``varaverk.memory.digest.FACT_TYPES``); ``vec`` a little-endian float32
-  BLOB, L2-normalised (cosine similarity is a dot product). Deleted with their triplet.
+  BLOB, L2-normalised (cosine similarity is a dot product). Deleted with their triplet. Ids
+  only grow, never reused (AUTOINCREMENT), so a reader that kept the facts up to id N reads
+  only those above N (``varaverk.memory.fact_matrix``).
 * ``recollections(triplet, text)``: one first-person summary per triplet.
 """
 
@@ -55,7 +58,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             INSERT INTO turns_fts(turns_fts, rowid, text) VALUES ('delete', old.id, old.text);
         END;
         CREATE TABLE triplets (
-            id INTEGER PRIMARY KEY,
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
             conversation TEXT NOT NULL,
             first_seq INTEGER NOT NULL,
             last_seq INTEGER NOT NULL,
@@ -67,7 +70,7 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             UNIQUE (conversation, first_seq)
         );
         CREATE TABLE facts (
-            id INTEGER PRIMARY KEY,
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
             triplet INTEGER NOT NULL REFERENCES triplets(id) ON DELETE CASCADE,
             statement TEXT NOT NULL,
             speaker TEXT NOT NULL,

@@ -21,6 +21,7 @@ from varaverk.errors import VaraverkError
 from varaverk.index.store.compatibility import describe_embedder
 from varaverk.index.store.schema import apply_migrations, pending_migrations
 from varaverk.memory.digest import Digest, Fact
+from varaverk.memory.fact_matrix import FACT_TABLES, FactTable
 from varaverk.memory.schema import MIGRATIONS
 from varaverk.memory.triplets import ROLES, Turn, windows
 from varaverk.text import fts_query
@@ -37,24 +38,6 @@ class MemoryMismatch(VaraverkError):
     exit_code = exitcodes.MISMATCH
     kind = "mismatch"
     fix = "run ai-memory redigest (the kept turns are digested and embedded again)"
-
-
-class FactTable(NamedTuple):
-    """Every stored fact vector as one matrix, for numpy scoring.
-
-    Attributes:
-        fact_ids, triplet_ids: int64 ``(n,)``.
-        conversations: int32 ``(n,)``, each fact's conversation as its code in ``codes``
-            (integers compare far faster than strings when a conversation is masked out).
-        matrix: float32 ``(n, dim)``, rows L2-normalised (cosine similarity = dot product).
-        codes: conversation id → code.
-    """
-
-    fact_ids: "np.ndarray"
-    triplet_ids: "np.ndarray"
-    conversations: "np.ndarray"
-    matrix: "np.ndarray"
-    codes: dict[str, int]
 
 
 class TripletRow(NamedTuple):
@@ -82,8 +65,6 @@ class MemoryStore:
         self._conn = conn
         self.path = path
         self._lock = threading.RLock()
-        self._facts: FactTable | None = None
-        self._facts_generation = ""
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "MemoryStore":
@@ -296,26 +277,12 @@ class MemoryStore:
         return rows[0][0] if rows else "0"
 
     def fact_table(self) -> FactTable:
-        """Every fact vector as one matrix (cached until the next write)."""
-        import numpy as np
-
-        generation = self.generation()
-        if self._facts is not None and generation == self._facts_generation:
-            return self._facts
-        rows = self._read("SELECT f.id, f.triplet, t.conversation, f.vec FROM facts f "
-                          "JOIN triplets t ON t.id = f.triplet ORDER BY f.id")
+        """Every fact vector as one matrix (``fact_matrix.FACT_TABLES``: kept for the
+        process and brought up to date after writes, reading only what changed)."""
         dim = int(self.meta().get("embed_dimension") or 0)
-        rows = [r for r in rows if len(r[3]) == 4 * dim]  # never read the wrong number of floats
-        matrix = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").astype(np.float32)
-        codes: dict[str, int] = {}
-        self._facts = FactTable(np.array([r[0] for r in rows], dtype=np.int64),
-                                np.array([r[1] for r in rows], dtype=np.int64),
-                                np.array([codes.setdefault(r[2], len(codes)) for r in rows],
-                                         dtype=np.int32),
-                                matrix.reshape(len(rows), dim) if dim else
-                                np.zeros((0, 0), np.float32), codes)
-        self._facts_generation = generation
-        return self._facts
+        # The inode too: a file deleted and made again at the same path starts afresh.
+        key = f"{self.path.resolve()}:{self.path.stat().st_ino}"
+        return FACT_TABLES.get(key, str(self.generation()), dim, self._read)
 
     def export(self) -> dict:
         """Everything remembered, JSON-ready (no vectors): ``{"conversations": [{"id",
