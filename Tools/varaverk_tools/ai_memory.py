@@ -114,29 +114,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="debug output")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     listing = sub.add_parser("list", help="conversations, or one conversation's triplets")
-    listing.add_argument("--conversation", metavar="ID")
-    sub.add_parser("search", help="turns holding words").add_argument("words", nargs="+")
-    sub.add_parser("show", help="one triplet's turns, facts and recollection") \
-        .add_argument("triplet", type=int)
+    listing.add_argument("--conversation", metavar="ID", help="list this conversation's "
+                         "triplets (ids for show and forget)")
+    sub.add_parser("search", help="turns holding words").add_argument(
+        "words", nargs="+", help="words to find (any of them; best match first)")
+    sub.add_parser("show", help="one triplet's turns, facts and recollection").add_argument(
+        "triplet", type=int, help="a triplet id (from list --conversation or recall)")
     forget = sub.add_parser("forget", help="remove a triplet, a conversation or everything")
     which = forget.add_mutually_exclusive_group(required=True)
     which.add_argument("--triplet", type=int, metavar="ID")
     which.add_argument("--conversation", metavar="ID")
     which.add_argument("--all", action="store_true", help="everything (needs --yes)")
     forget.add_argument("--yes", action="store_true", help="confirm --all")
-    sub.add_parser("export", help="everything as JSON").add_argument("file", nargs="?")
-    sub.add_parser("import", help="past conversations from chat-export JSON") \
-        .add_argument("file")
+    sub.add_parser("export", help="everything as JSON").add_argument(
+        "file", nargs="?", help="write here (mode 600) instead of standard output")
+    sub.add_parser("import", help="past conversations from chat-export JSON").add_argument(
+        "file", help="a JSON list of {chat, sender, timestamp, text, id?}")
     sub.add_parser("digest", help="digest pending triplets and retry failed model digests")
     sub.add_parser("redigest", help="drop every digest and digest all turns again")
     recall = sub.add_parser("recall", help="what a question would recall (no generation)")
-    recall.add_argument("question")
+    recall.add_argument("question", help="the question a new conversation would ask")
     recall.add_argument("--conversation", metavar="ID", help="the current conversation "
                         "(never recalled)")
-    recall.add_argument("--json", action="store_true")
+    recall.add_argument("--json", action="store_true", help="triplets with turn ids, votes, "
+                        "facts, recollections and the prompt block, as JSON")
     evaluate = sub.add_parser("eval", help="evidence recall@k on a dev set")
-    evaluate.add_argument("devset")
-    evaluate.add_argument("--json", action="store_true")
+    evaluate.add_argument("devset", help="sessions and questions (tests/fixtures/"
+                          "memory-dev.json shows the format); run in a temporary memory")
+    evaluate.add_argument("--json", action="store_true", help="the figures and per-question "
+                          "rankings as JSON")
     return p
 
 
