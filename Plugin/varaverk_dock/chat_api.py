@@ -3,10 +3,11 @@
     GET    /api/profiles         the profiles: name, label, turns, retrieves, capabilities
     POST   /api/ask              {"question", "profile"?, "chat_id"?, "log_path"?} → NDJSON stream
                                  of turn events, one JSON object a line: {"type", "data"}
-    GET    /api/chats            {"chats": [summary...], "problems": [...]} newest first
+    GET    /api/chats            {"chats": [summary...], "problems": [...], "kept": N} newest
+                                 first; N is AI_CHAT_HISTORY_MAX (older chats are pruned)
     POST   /api/chats            {"messages": [...]} → a new chat (an import), every message checked
     GET    /api/chats/<id>       {"chat": summary, "messages": [{"role","content","html"}]};
-                                 an answer also has "sources" and "index_head", its record
+                                 an answer also has "sources", "index_head" and "record"
     DELETE /api/chats/<id>       204; ``?forget_memory=1`` also forgets what long-term memory
                                  kept of it (``memory_api``)
 
@@ -38,6 +39,7 @@ from varaverk_dock.conversations import (ChatNotFound, CorruptChat, InvalidMessa
 from varaverk_dock.errors import api_error, json_object
 from varaverk_dock.render import render_markdown
 from varaverk_dock.state import DockState, dock_state
+from varaverk_dock.turn_record import record_of_turn
 
 log = logging.getLogger("varaverk.dock")
 
@@ -127,12 +129,15 @@ def ask():
             return
         turn = run_turn(turn_request, settings, retriever=retriever, chat_client=chat_client,
                         ledger_path=settings.token_db_path, host=settings.ai_host_name)
+        seen: dict[str, list] = {}  # profile, findings, capability events: the saved record
         try:
             for event in turn:
                 data = dict(event.data)
+                if event.type in ("profile", "findings", "capability"):
+                    seen.setdefault(event.type, []).append(data)
                 if event.type == "done":
                     data["html"] = render_markdown(str(data.get("answer") or ""))
-                    saved = _save_turn(state, chat_id, question, data, profile.name)
+                    saved = _save_turn(state, chat_id, question, data, profile.name, seen)
                     yield _ndjson("done", data)
                     if saved is not None:
                         yield _ndjson("saved", saved)
@@ -165,8 +170,9 @@ def _may_retrieve(profile) -> bool:
 
 
 def _save_turn(state: DockState, chat_id: str | None, question: str, done: dict,
-               profile: str) -> dict | None:
-    """Store the completed turn; the ``saved`` event's data, or None when it could not be."""
+               profile: str, seen: dict) -> dict | None:
+    """Store the completed turn with its record (``turn_record.record_of_turn`` of ``done``
+    and ``seen``); the ``saved`` event's data, or None when it could not be."""
     answer = done.get("answer")
     if not isinstance(answer, str):
         return None
@@ -174,7 +180,7 @@ def _save_turn(state: DockState, chat_id: str | None, question: str, done: dict,
         chat = state.store.append_turn(chat_id, question, answer, profile,
                                        sources=done.get("sources"),
                                        index_head=done.get("index_head"),
-                                       memory=done.get("memory"))
+                                       record=record_of_turn(done, profile, seen))
     except (InvalidMessage, ChatNotFound, CorruptChat, OSError) as exc:
         log.warning("ask: the completed turn was not saved: %s", exc)
         return {"chat_id": chat_id, "title": None, "error": f"not saved: {exc}"}
@@ -184,9 +190,11 @@ def _save_turn(state: DockState, chat_id: str | None, question: str, done: dict,
 
 @bp.get("/api/chats")
 def chats_list():
-    """``GET /api/chats``: chat summaries newest first, and problems with unreadable files."""
-    chats, problems = dock_state().store.list_chats()
-    return jsonify({"chats": chats, "problems": problems})
+    """``GET /api/chats``: chat summaries newest first, problems with unreadable files, and
+    ``kept``: how many chats are kept (``AI_CHAT_HISTORY_MAX``; older ones are pruned)."""
+    store = dock_state().store
+    chats, problems = store.list_chats()
+    return jsonify({"chats": chats, "problems": problems, "kept": store.max_chats})
 
 
 @bp.post("/api/chats")

@@ -4,12 +4,12 @@ A stored chat is replayed into later prompts, so it is untrusted input every tim
 each message is re-validated on the way in, from the browser and from disk (role ``user`` or
 ``assistant``, content a string of at most ``MAX_CONTENT_CHARS``); anything else is rejected
 and logged, never passed on. An assistant message also keeps the sources its answer cited, as a
-record (``sources``: citation, path, section, title, line range, score; ``index_head``: the
-index's HEAD commit then), re-validated the same way, so a reopened answer can still be checked;
-a bad record is dropped on load and the answer kept; likewise ``memory``, what long-term
-memory recalled for the answer (shown "remembered from ..."). Only ``Chat.history()`` (role
-and content) is ever replayed into a prompt: sources and memories are shown, never sent. Reasoning and timings are not
-stored.
+record (``sources``: citation, path, section, title, line range, score, the chunk's text then;
+``index_head``: the index's HEAD commit then), re-validated the same way, so a reopened answer
+can still be checked; a bad record is dropped on load and the answer kept. What else the turn
+showed (reasoning, timings, tokens, escalation, findings) is its ``record``
+(``turn_record.validate_record``). Only ``Chat.history()`` (role and content) is ever replayed
+into a prompt: sources and records are shown, never sent.
 
 Files are written atomically: a temporary file in the same folder, write, flush,
 ``os.fsync``, ``os.replace``, then the folder is synced. A process killed at any moment leaves
@@ -39,6 +39,7 @@ from filelock import FileLock
 from varaverk.atomic_files import write_atomic
 
 from varaverk_dock.security import valid_chat_id
+from varaverk_dock.turn_record import InvalidRecord, validate_record
 
 log = logging.getLogger("varaverk.dock.chats")
 
@@ -50,6 +51,7 @@ MAX_MESSAGES = 200           # per chat; older turns beyond this are dropped on 
 MAX_FILE_BYTES = 64 << 20
 MAX_SOURCES = 50             # per answer; a retrieval keeps far fewer
 MAX_LABEL_CHARS = 1000       # a source's citation, path, section or title
+MAX_SOURCE_TEXT_CHARS = 20_000  # a source's chunk text (chunks are far smaller)
 SOURCE_TEXT_FIELDS = ("citation", "path", "section", "title")
 _HEAD = re.compile(r"[0-9a-f]{7,64}")
 TITLE_CHARS = 80
@@ -96,6 +98,12 @@ def _valid_source(raw: object) -> dict:
     if type(score) not in (int, float) or not math.isfinite(score):
         raise InvalidMessage("source score is not a finite number")
     out["score"] = float(score)
+    text = raw.get("text")
+    if text is not None:
+        if not isinstance(text, str) or len(text) > MAX_SOURCE_TEXT_CHARS or "\x00" in text:
+            raise InvalidMessage(f"source text is not a string of at most "
+                                 f"{MAX_SOURCE_TEXT_CHARS}")
+        out["text"] = text
     return out
 
 
@@ -120,31 +128,6 @@ def validate_sources(sources: object, index_head: object) -> dict:
                                        and _HEAD.fullmatch(index_head)):
         raise InvalidMessage("index_head is not a commit id")
     return {"sources": [_valid_source(s) for s in sources], "index_head": index_head}
-
-
-MAX_RECALLED = 8
-_RECALLED_TEXT = {"label": 300, "said_at": 40, "conversation": 200}
-
-
-def validate_recalled(raw: object) -> list[dict]:
-    """An answer's memory record (what long-term memory recalled for it,
-    ``varaverk.answering.remembering``), checked and reduced to ``label``, ``said_at``,
-    ``conversation`` (strings) and ``triplet`` (an id). Raises InvalidMessage."""
-    if not isinstance(raw, list) or len(raw) > MAX_RECALLED:
-        raise InvalidMessage(f"memory must be a list of at most {MAX_RECALLED}")
-    out = []
-    for item in raw:
-        if not isinstance(item, dict) or not isinstance(item.get("triplet"), int) \
-                or isinstance(item.get("triplet"), bool):
-            raise InvalidMessage("a recalled memory is an object with a triplet id")
-        clean = {"triplet": item["triplet"]}
-        for key, cap in _RECALLED_TEXT.items():
-            value = item.get(key, "")
-            if not isinstance(value, str) or len(value) > cap or "\x00" in value:
-                raise InvalidMessage(f"a recalled memory's {key} is not a short string")
-            clean[key] = value
-        out.append(clean)
-    return out
 
 
 def validate_message(raw: object) -> dict:
@@ -185,10 +168,13 @@ def validate_message(raw: object) -> dict:
         if role != "assistant":
             raise InvalidMessage("only an assistant message has sources")
         message.update(validate_sources(raw.get("sources", []), raw.get("index_head")))
-    if "memory" in raw:
+    if "record" in raw:
         if role != "assistant":
-            raise InvalidMessage("only an assistant message has recalled memories")
-        message["memory"] = validate_recalled(raw["memory"])
+            raise InvalidMessage("only an assistant message has a record")
+        try:
+            message["record"] = validate_record(raw["record"])
+        except InvalidRecord as exc:
+            raise InvalidMessage(f"record: {exc}") from None
     return message
 
 
@@ -452,13 +438,13 @@ class ChatStore:
 
     def append_turn(self, chat_id: str | None, question: str, answer: str,
                     profile: str, sources: list[dict] | None = None,
-                    index_head: str | None = None, memory: list[dict] | None = None) -> Chat:
+                    index_head: str | None = None, record: dict | None = None) -> Chat:
         """Add one completed turn (question and answer) and save; a new chat when no id.
 
         Called only when a turn completed: a failed or interrupted turn is never stored.
         ``sources`` (the answer's citations, ``varaverk.retrieval.search.citations`` entries) and
         ``index_head`` are kept with the answer as its record (``validate_sources``), and
-        ``memory``, what long-term memory recalled for it (``validate_recalled``).
+        ``record`` (``turn_record.validate_record``) as what else the turn showed.
 
         Raises:
             InvalidMessage: question or answer over the cap (nothing written); a malformed
@@ -473,11 +459,11 @@ class ChatStore:
                                                    "index_head": index_head})
             except InvalidMessage as exc:  # the answer is still worth keeping
                 log.warning("answer saved without its sources: %s", exc)
-        if memory:
+        if record:
             try:
-                answer_message = validate_message({**answer_message, "memory": memory})
-            except InvalidMessage as exc:
-                log.warning("answer saved without its recalled memories: %s", exc)
+                answer_message["record"] = validate_record(record)
+            except InvalidRecord as exc:
+                log.warning("answer saved without its record: %s", exc)
         pair = [question_message, answer_message]
         self._ensure_dir()
         with self._lock:

@@ -59,7 +59,7 @@ def test_told_in_one_chat_recalled_shown_and_saved_in_another(memory_client):
     assert recalled["conversation"] == first
     second = next(e for e in asked if e["type"] == "saved")["data"]["chat_id"]
     stored = memory_client.get(f"/api/chats/{second}", headers=SAME).get_json()["messages"]
-    assert stored[1]["memory"][0]["label"] == recalled["label"]
+    assert stored[1]["record"]["memory"][0]["label"] == recalled["label"]
 
     triplets = memory_client.get(f"/api/memory/conversations/{first}",
                                  headers=SAME).get_json()["triplets"]
@@ -120,3 +120,15 @@ def test_a_real_gunicorn_dock_remembers_and_recalls(memory_on, tmp_path):
         assert done["memory"][0]["conversation"] == first
     finally:
         dock.stop()
+
+
+def test_the_saved_memory_record_is_checked():
+    from varaverk_dock.turn_record import InvalidRecord, validate_record
+
+    good = {"triplet": 3, "conversation": "c1", "said_at": "2026-03-02T10:00:00",
+            "label": "remembered from 2026-03-02: the NAS", "extra": "dropped"}
+    assert validate_record({"memory": [good]})["memory"] == [
+        {k: v for k, v in good.items() if k != "extra"}]
+    for bad in ([{"triplet": "3"}], [{**good, "label": "x" * 301}], [good] * 9, "many"):
+        with pytest.raises(InvalidRecord):
+            validate_record({"memory": bad})

@@ -1,7 +1,8 @@
 // Varaverk dock page. Plain JavaScript, no dependencies, works offline.
 // Safety rule: text from the model or from documents is only ever shown through textContent.
 // The one exception is the "html" field the server sends, which it rendered from Markdown with
-// raw HTML disabled and then sanitised with nh3 (an allow-list of tags and URL schemes).
+// raw HTML disabled and then sanitised with nh3 (an allow-list of tags and URL schemes), and
+// the Markdown render.js renders while an answer streams (markdown-it, then DOMPurify).
 "use strict";
 
 (function () {
@@ -14,6 +15,7 @@
   // page changes conversation, so a late reply for an earlier view is dropped.
   const state = { chatId: null, turn: null, view: 0, profiles: {}, logsLoadedFor: null,
                   bugDraft: null };
+  const R = window.VaraverkRender;
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
@@ -49,6 +51,12 @@
 
   function scrollDown() { messagesEl.scrollTop = messagesEl.scrollHeight; }
 
+  // Whether the reader is at the end of the messages (then a streaming answer is followed;
+  // a reader who scrolled up to read stays where they are).
+  function atBottom() {
+    return messagesEl.scrollHeight - messagesEl.scrollTop - messagesEl.clientHeight < 80;
+  }
+
   function hideHint() { const h = $("empty-hint"); if (h) h.hidden = true; }
 
   // ── messages ───────────────────────────────────────────────────────────────────────────
@@ -73,16 +81,21 @@
       findings: el("div", "findings"),
       sources: el("div", "sources"),
       meta: el("div", "meta"),
+      actions: el("div", "actions"),
       error: el("div", "error"),
       text: "",
       thinking: "",
+      sourceList: [],
+      findingList: [],
+      pending: false,
     };
+    parts.actions.appendChild(R.copyButton("copy answer", () => parts.text));
     parts.capabilities.hidden = true;
     parts.findings.hidden = true;
     parts.sources.hidden = true;
     parts.error.hidden = true;
     wrap.append(parts.badges, parts.capabilities, parts.answer, parts.findings, parts.sources,
-                parts.meta, parts.error);
+                parts.meta, parts.actions, parts.error);
     messagesEl.appendChild(wrap);
     scrollDown();
     return parts;
@@ -119,14 +132,15 @@
   // the documentation may have changed since.
   function renderSources(parts, sources, record) {
     parts.sources.replaceChildren();
+    parts.sourceList = sources || [];
     if (!sources || !sources.length) { parts.sources.hidden = true; return; }
     parts.sources.hidden = false;
-    let title = "Sources";
-    if (record) {
-      title = "Sources at the time" +
-              (record.index_head ? " (index at " + record.index_head.slice(0, 12) + ")" : "");
+    const title = el("div", "sources-title", record ? "Sources at the time" : "Sources");
+    if (record && record.index_head) {
+      // The commit id keeps its real case (the title is upper-cased): it can be pasted.
+      title.append(" (index at ", el("span", "commit", record.index_head.slice(0, 12)), ")");
     }
-    parts.sources.appendChild(el("div", "sources-title", title));
+    parts.sources.appendChild(title);
     const list = el("ol", "source-list");
     sources.forEach((s) => {
       const li = el("li", "source");
@@ -138,12 +152,11 @@
         const lines = s.lines || (s.start_line + "–" + s.end_line);
         sum.appendChild(el("span", "source-lines", "lines " + lines));
       }
-      if (s.score !== undefined && s.score !== null) {
-        sum.appendChild(el("span", "score", Number(s.score).toFixed(3)));
-      }
+      // No score: fused ranks mean nothing to a reader; the order already says it.
       if (hasText) {
         const det = el("details");
         det.append(sum, el("pre", "source-text", s.text));
+        det.dataset.index = String(list.children.length);
         li.appendChild(det);
       } else {
         li.appendChild(sum);
@@ -169,8 +182,7 @@
         if (!r.results.length) out.appendChild(el("li", "muted", "nothing similar"));
         r.results.forEach((h) => {
           const item = el("li", "similar-item", h.citation);
-          item.title = h.text;
-          item.appendChild(el("span", "score", Number(h.score).toFixed(3)));
+          item.title = h.text;  // cosine scores are on another scale than the sources': none
           out.appendChild(item);
         });
       } catch (e) {
@@ -182,15 +194,55 @@
     return wrap;
   }
 
+  // A citation clicked in the answer: open that source's text and bring it into view.
+  function openSource(parts, index) {
+    const det = parts.sources.querySelector("details[data-index='" + index + "']");
+    const item = parts.sources.querySelectorAll(".source")[index];
+    if (!item) return;
+    if (det) det.open = true;
+    item.classList.add("cited");
+    setTimeout(() => item.classList.remove("cited"), 1600);
+    item.scrollIntoView({ block: "nearest", behavior: "smooth" });
+  }
+
+  // The answer as Markdown: while it streams (at most once a frame, its last block only),
+  // and once done (all of it, from the server's HTML, with citations and findings).
+  function answerContext(parts) {
+    return { sources: parts.sourceList, findings: parts.findingList,
+             onCite: (i) => openSource(parts, i) };
+  }
+
+  function showAnswer(parts, html) {
+    R.renderAnswer(parts.answer, parts.text, answerContext(parts), html);
+  }
+
+  function scheduleAnswer(parts) {
+    if (parts.pending) return;
+    parts.pending = true;
+    requestAnimationFrame(() => {
+      parts.pending = false;
+      if (parts.final) return;  // "done" rendered the server's HTML meanwhile
+      const follow = atBottom();
+      R.streamAnswer(parts.answer, parts.text, answerContext(parts));
+      if (follow) scrollDown();
+    });
+  }
+
   function renderFindings(parts, findings) {
     parts.findings.replaceChildren();
     if (!findings || !findings.length) { parts.findings.hidden = true; return; }
     parts.findings.hidden = false;
     parts.findings.appendChild(el("div", "sources-title", "Scanner findings"));
     const list = el("ul");
+    parts.findingList = findings;
+    const blocks = R.codeBlockLines(parts.text);
     findings.forEach((f) => {
       const li = el("li");
-      li.appendChild(el("strong", null, "line " + (f.line ?? "?") + ": "));
+      // The scanner counts the answer's lines; a reader counts the code block's.
+      const at = R.placeFinding(Number(f.line), blocks);
+      const where = !at ? "line " + (f.line ?? "?")
+        : (blocks.length > 1 ? "code block " + at.block + ", " : "") + "line " + at.line;
+      li.appendChild(el("strong", null, where + ": "));
       li.appendChild(document.createTextNode(f.reason || ""));
       if (f.snippet) li.appendChild(el("code", null, f.snippet));
       list.appendChild(li);
@@ -219,6 +271,15 @@
     parts.error.textContent = message;
     parts.answer.classList.remove("streaming");
     if (parts.text) parts.answer.classList.add("partial");
+    parts.error.scrollIntoView({ block: "nearest" });
+  }
+
+  function showCapability(parts, d) {
+    parts.capabilities.hidden = false;
+    const li = el("li");
+    li.appendChild(el("strong", null, (d.name || "capability") + ": "));
+    li.appendChild(document.createTextNode(d.summary || ""));
+    parts.capabilities.appendChild(li);
   }
 
   function handleEvent(parts, ev, question) {
@@ -230,14 +291,9 @@
         addBadge(parts, "escalated to " + (d.profile || "varaverk") +
                  (d.reason ? " — " + d.reason : ""), "escalated");
         break;
-      case "capability": {
-        parts.capabilities.hidden = false;
-        const li = el("li");
-        li.appendChild(el("strong", null, (d.name || "capability") + ": "));
-        li.appendChild(document.createTextNode(d.summary || ""));
-        parts.capabilities.appendChild(li);
+      case "capability":
+        showCapability(parts, d);
         break;
-      }
       case "sources":
         renderSources(parts, d.sources);
         break;
@@ -252,18 +308,20 @@
       }
       case "content":
         parts.text += d.text || "";
-        parts.answer.textContent = parts.text;  // plain text while streaming
-        scrollDown();
+        scheduleAnswer(parts);
         break;
       case "findings":
         renderFindings(parts, d.findings);
         break;
       case "done":
         parts.answer.classList.remove("streaming");
-        if (typeof d.html === "string") parts.answer.innerHTML = d.html;  // server-sanitised
-        else parts.answer.textContent = d.answer || parts.text;
+        parts.final = true;
+        if (typeof d.answer === "string") parts.text = d.answer;
+        // The scanner counted the final answer's lines: place its findings in that text.
+        if (parts.findingList.length) renderFindings(parts, parts.findingList);
         if (d.reasoning) { const r = ensureReasoning(parts); r.pre.textContent = d.reasoning; }
         if (d.sources) renderSources(parts, d.sources);
+        showAnswer(parts, d.html);  // server-sanitised, sanitised again
         if (d.not_covered) addBadge(parts, "not covered by the documentation", "warn");
         if (d.prompt_cut) {
           addBadge(parts, "the model server cut the prompt: the model did not see all the " +
@@ -287,6 +345,28 @@
       default:
         break;
     }
+  }
+
+  // A reopened answer, shown from its saved record as the turn showed it (record: reasoning,
+  // timings, tokens, escalation, findings; sources with their text as retrieved then).
+  function showSaved(parts, m) {
+    const rec = m.record || {};
+    parts.answer.classList.remove("streaming");
+    parts.final = true;
+    parts.text = m.content;
+    if (rec.escalated_to) {
+      addBadge(parts, "escalated to " + rec.escalated_to +
+               (rec.escalation_reason ? " — " + rec.escalation_reason : ""), "escalated");
+    }
+    (rec.capabilities || []).forEach((c) => showCapability(parts, c));
+    renderMemory(parts, rec.memory);
+    if (rec.reasoning) ensureReasoning(parts).pre.textContent = rec.reasoning;
+    renderSources(parts, m.sources, { index_head: m.index_head });
+    if (rec.findings) renderFindings(parts, rec.findings);
+    showAnswer(parts, m.html);
+    if (rec.not_covered) addBadge(parts, "not covered by the documentation", "warn");
+    if (rec.prompt_cut) addBadge(parts, "the model server cut the prompt", "warn");
+    renderMeta(parts, rec);
   }
 
   // A turn belongs to the conversation it was asked in. Leaving that conversation (new chat,
@@ -403,12 +483,7 @@
       clearMessages();
       body.messages.forEach((m) => {
         if (m.role === "user") { addUser(m.content); return; }
-        const parts = addAssistant();
-        parts.answer.classList.remove("streaming");
-        if (typeof m.html === "string") parts.answer.innerHTML = m.html;  // server-sanitised
-        else parts.answer.textContent = m.content;
-        renderSources(parts, m.sources, { index_head: m.index_head });
-        renderMemory(parts, m.memory);
+        showSaved(addAssistant(), m);
       });
       markActive();
     } catch (e) {
@@ -456,6 +531,10 @@
       li.append(open, del);
       list.appendChild(li);
     });
+    const kept = $("chat-kept");
+    kept.hidden = !body.kept;
+    kept.textContent = "The " + body.kept + " newest conversations are kept; older ones are " +
+                       "deleted (AI_CHAT_HISTORY_MAX).";
     const probs = $("chat-problems");
     probs.hidden = !body.problems.length;
     probs.textContent = body.problems.join("\n");
@@ -476,7 +555,11 @@
       dl.replaceChildren(); kv(dl, "status", "unavailable: " + e.message, "warn"); return;
     }
     dl.replaceChildren();
-    if (!s.present) { kv(dl, "status", s.message || "no index", "warn"); return; }
+    if (!s.present) {
+      kv(dl, "status", s.message || "no index", "warn");
+      if (s.indexing) showIndexing(dl, s.indexing);
+      return;
+    }
     const pick = (...keys) => { for (const k of keys) if (s[k] !== undefined && s[k] !== null) return s[k]; return null; };
     const files = pick("files", "file_count");
     const chunks = pick("chunks", "chunk_count");
@@ -487,12 +570,34 @@
     if (model || backend) kv(dl, "model", [backend, model].filter(Boolean).join(" / "));
     const built = pick("built_at", "last_build", "updated_at", "created_at");
     if (built) kv(dl, "built", String(built).replace("T", " ").replace(/\.\d+/, "").replace("+00:00", "Z"));
-    kv(dl, "repository", s.behind ? "index is behind HEAD — run ai-index" : "up to date",
-       s.behind ? "warn" : "ok");
+    if (s.indexing) {
+      showIndexing(dl, s.indexing);
+    } else {
+      kv(dl, "repository", s.behind ? "index is behind HEAD — run ai-index" : "up to date",
+         s.behind ? "warn" : "ok");
+    }
     if (s.sources && s.sources.length > 1) {
       s.sources.forEach((src) => kv(dl, "source " + src.name,
         src.type + ": " + fmtNum(src.files) + " files, " + fmtNum(src.chunks) + " chunks"));
     }
+  }
+
+  // A re-index running now (the index's progress file, via /api/status): its phase and, while
+  // embedding, how many chunks of how many; the panel polls until it ends.
+  function showIndexing(dl, run) {
+    const dd = el("dd", "warn");
+    let text = "re-indexing: " + (run.phase || "running");
+    if (run.total) text += " " + fmtNum(run.done) + " / " + fmtNum(run.total) + " chunks";
+    dd.appendChild(el("span", "indexing-text", text));
+    if (run.total) {
+      const bar = el("progress", "progress");
+      bar.max = run.total;
+      bar.value = run.done || 0;
+      dd.appendChild(bar);
+    }
+    dl.append(el("dt", null, "repository"), dd);
+    clearTimeout(state.statusTimer);
+    state.statusTimer = setTimeout(loadStatus, 2000);
   }
 
   function tokenCell(period) {
@@ -653,6 +758,8 @@
   loadProfiles();
   loadChats();
   loadStatus();
+  // A re-index started from cron or a shell shows up within a minute (while the page is seen).
+  setInterval(() => { if (document.visibilityState === "visible") loadStatus(); }, 60000);
   loadTokens();
   const m = /^#chat=([A-Za-z0-9_-]+)$/.exec(location.hash);
   if (m) openChat(m[1]);
