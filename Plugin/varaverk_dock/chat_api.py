@@ -8,7 +8,8 @@
     POST   /api/chats            {"messages": [...]} → a new chat (an import), every message checked
     GET    /api/chats/<id>       {"chat": summary, "messages": [{"role","content","html"}]};
                                  an answer also has "sources", "index_head" and "record"
-    DELETE /api/chats/<id>       204
+    DELETE /api/chats/<id>       204; ``?forget_memory=1`` also forgets what long-term memory
+                                 kept of it (``memory_api``)
 
 The dock does not retrieve, prompt or generate itself: ``/api/ask`` runs the answer pipeline
 (``varaverk.answering.answer.run_turn``), which does all of that and appends the ledger row (source
@@ -26,15 +27,15 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
-from flask import Blueprint, Response, jsonify, stream_with_context
+from flask import Blueprint, Response, jsonify, request, stream_with_context
 
 from varaverk.answering.answer import TurnEvent, TurnFailed, TurnRequest, run_turn
 from varaverk.answering.profiles import (DEFAULT_PROFILE, PROFILES, SCOPED_LOG, Profile,
                                          UnknownProfile, get_profile)
-from varaverk_dock import security
+from varaverk_dock import memory_api, security
 from varaverk_dock.conversations import (ChatNotFound, CorruptChat, InvalidMessage,
                                          validate_message)
 from varaverk_dock.errors import api_error, json_object
@@ -79,10 +80,12 @@ class AskRequest:
     history: list[dict[str, str]]
     log_path: str | None = None
     replace_last: bool = False
+    asked_at: str = field(default_factory=memory_api.asked_now)
 
     def turn_request(self) -> TurnRequest:
         return TurnRequest(profile=self.profile.name, question=self.question,
-                           history=self.history, log_path=self.log_path, source="webgui")
+                           history=self.history, log_path=self.log_path, source="webgui",
+                           conversation=self.chat_id)
 
 
 def checked_ask(body: dict, fields: frozenset = ASK_FIELDS) -> AskRequest | Response:
@@ -218,7 +221,8 @@ def save_turn(state: DockState, ask: AskRequest, done: dict, seen: dict[str, lis
               stopped: bool = False) -> dict | None:
     """Store a completed (or stopped: partial, marked so) turn with its record
     (``turn_record.record_of_turn`` of ``done`` and ``seen``, the events ``turn_events``
-    kept); the ``saved`` event's data, or None when it could not be."""
+    kept), and have long-term memory remember a completed one in the background; the
+    ``saved`` event's data, or None when it could not be."""
     answer = done.get("answer")
     if not isinstance(answer, str):
         return None
@@ -231,6 +235,10 @@ def save_turn(state: DockState, ask: AskRequest, done: dict, seen: dict[str, lis
     except (InvalidMessage, ChatNotFound, CorruptChat, OSError) as exc:
         log.warning("ask: the completed turn was not saved: %s", exc)
         return {"chat_id": ask.chat_id, "title": None, "error": f"not saved: {exc}"}
+    if not stopped:  # remembered in the background, after the stream; never a partial answer
+        memory_api.remember_after_turn(state.settings, ask.profile.name, chat.id, ask.question,
+                                       answer, ask.asked_at,
+                                       getattr(state.retriever, "embedder", None))
     return {"chat_id": chat.id, "title": chat.title}
 
 
@@ -283,12 +291,15 @@ def chats_get(chat_id: str):
 
 @bp.delete("/api/chats/<chat_id>")
 def chats_delete(chat_id: str):
-    """``DELETE /api/chats/<id>``: 204; 400 malformed id, 404 no such chat."""
+    """``DELETE /api/chats/<id>``: 204; 400 malformed id, 404 no such chat. With
+    ``?forget_memory=1`` its long-term memory is forgotten too."""
     if not security.valid_chat_id(chat_id):
         return api_error(400, "malformed chat id")
     try:
         dock_state().store.delete(chat_id)
     except ChatNotFound:
         return api_error(404, f"no chat {chat_id}")
+    if request.args.get("forget_memory") in ("1", "true"):
+        memory_api.forget_chat(chat_id)
     return Response(status=204)
 

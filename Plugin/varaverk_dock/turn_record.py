@@ -11,7 +11,11 @@ Shape (every key optional)::
      "reasoning": str, "timings": {name: seconds}, "prompt_tokens": int, "completion_tokens": int,
      "tok_s": float, "not_covered": bool, "prompt_cut": bool,
      "findings": [{"line": int, "reason": str, "snippet": str, "rule": str}],
-     "capabilities": [{"name": str, "summary": str}]}
+     "capabilities": [{"name": str, "summary": str}],
+     "memory": [{"triplet": int, "conversation": str, "said_at": str, "label": str}]}
+
+``memory`` is what long-term memory recalled for the answer (``varaverk.answering.remembering``),
+shown as "remembered from ..." badges.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ MAX_FINDINGS = 50
 MAX_FINDING_CHARS = 1000      # a finding's reason or snippet (the scanner cuts at 200)
 MAX_CAPABILITIES = 20
 MAX_SUMMARY_CHARS = 4000      # what a capability says it did (a log excerpt's summary)
+MAX_RECALLED = 8              # recalled triplets (the hot one and the echoes)
+MAX_LABEL_CHARS = 300         # "remembered from 2026-03-02: ..." (cut at 120 by its maker)
 _FLAGS = ("not_covered", "prompt_cut")
 _COUNTS = ("prompt_tokens", "completion_tokens")
 
@@ -67,6 +73,16 @@ def _capability(raw: object) -> dict:
             "summary": _text(raw.get("summary", ""), "capability summary", MAX_SUMMARY_CHARS)}
 
 
+def _recalled(raw: object) -> dict:
+    if not isinstance(raw, dict) or type(raw.get("triplet")) is not int:
+        raise InvalidRecord("a recalled memory is not an object with a triplet id")
+    return {"triplet": raw["triplet"],
+            "conversation": _text(raw.get("conversation", ""), "memory conversation",
+                                  MAX_NAME_CHARS),
+            "said_at": _text(raw.get("said_at", ""), "memory said_at", MAX_NAME_CHARS),
+            "label": _text(raw.get("label", ""), "memory label", MAX_LABEL_CHARS)}
+
+
 def _listed(raw: object, key: str, cap: int, item) -> list:
     if not isinstance(raw, list) or len(raw) > cap:
         raise InvalidRecord(f"{key} is not a list of at most {cap}")
@@ -107,6 +123,8 @@ def validate_record(raw: object) -> dict:
     if raw.get("capabilities") is not None:
         out["capabilities"] = _listed(raw["capabilities"], "capabilities", MAX_CAPABILITIES,
                                       _capability)
+    if raw.get("memory"):
+        out["memory"] = _listed(raw["memory"], "memory", MAX_RECALLED, _recalled)
     return out
 
 
@@ -115,7 +133,7 @@ def record_of_turn(done: dict, asked_profile: str, events: dict[str, list]) -> d
     in, and ``events`` (the data of its ``profile``, ``findings`` and ``capability`` events,
     in order, by type)."""
     record = {key: done.get(key) for key in ("profile", "reasoning", "timings", "tok_s",
-                                             *_COUNTS, *_FLAGS)}
+                                             "memory", *_COUNTS, *_FLAGS)}
     escalation = (events.get("profile") or [{}])[-1]
     if escalation or (done.get("profile") and done.get("profile") != asked_profile):
         record["escalated_to"] = escalation.get("profile") or done.get("profile")

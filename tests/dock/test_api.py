@@ -37,7 +37,7 @@ def test_profiles_lists_the_five_with_their_grants(client):
     assert body["default"] == "varaverk"
     by_name = {p["name"]: p for p in body["profiles"]}
     assert list(by_name) == ["varaverk", "chat", "code", "troubleshoot", "notes"]
-    assert by_name["chat"]["capabilities"] == [] and by_name["chat"]["retrieves"] is False
+    assert by_name["chat"]["capabilities"] == ["memory"] and by_name["chat"]["retrieves"] is False
     assert by_name["chat"]["escalates_to"] == "varaverk"
     assert by_name["varaverk"]["history_turns"] == 3
     assert "scoped_log" in by_name["troubleshoot"]["capabilities"]

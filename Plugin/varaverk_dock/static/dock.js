@@ -105,6 +105,11 @@
     parts.badges.appendChild(el("span", "badge " + (cls || ""), text));
   }
 
+  // What long-term memory recalled for an answer: one badge each ("remembered from ...").
+  function renderMemory(parts, recalled) {
+    (recalled || []).forEach((r) => addBadge(parts, r.label || "remembered", "memory"));
+  }
+
   function ensureReasoning(parts) {
     if (!parts.reasoning) {
       const det = el("details", "reasoning");
@@ -292,6 +297,9 @@
       case "sources":
         renderSources(parts, d.sources);
         break;
+      case "memory":
+        renderMemory(parts, d.recalled);
+        break;
       case "thinking": {
         const r = ensureReasoning(parts);
         parts.thinking += d.text || "";
@@ -351,6 +359,7 @@
                (rec.escalation_reason ? " — " + rec.escalation_reason : ""), "escalated");
     }
     (rec.capabilities || []).forEach((c) => showCapability(parts, c));
+    renderMemory(parts, rec.memory);
     if (rec.reasoning) ensureReasoning(parts).pre.textContent = rec.reasoning;
     renderSources(parts, m.sources, { index_head: m.index_head });
     if (rec.findings) renderFindings(parts, rec.findings);
@@ -419,12 +428,15 @@
 
   async function deleteChat(id, title) {
     if (!window.confirm("Delete the conversation “" + title + "”?")) return;
+    const forget = state.memoryEnabled &&
+      window.confirm("Also forget what long-term memory kept from it?");
     if (state.chatId === id) {  // stop its answer first, so nothing is saved into it
       if (turns.busyIn(id)) await turns.stop();
       newChat();
     }
     try {
-      await api("/api/chats/" + encodeURIComponent(id), { method: "DELETE" });
+      await api("/api/chats/" + encodeURIComponent(id) + (forget ? "?forget_memory=1" : ""),
+                { method: "DELETE" });
     } catch (e) { /* the list below shows the truth */ }
     loadChats();
   }
@@ -654,6 +666,7 @@
       body.profiles.forEach((p) => { state.profiles[p.name] = p; });
     } catch (e) { /* the select already lists them */ }
     syncProfileControls();
+    try { state.memoryEnabled = (await apiJson("/api/memory")).enabled; } catch (e) { /* off */ }
   }
 
   // ── wiring ─────────────────────────────────────────────────────────────────────────────
