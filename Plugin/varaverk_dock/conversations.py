@@ -467,9 +467,12 @@ class ChatStore:
                 log.warning("answer saved without its sources: %s", exc)
         if record:
             try:
-                answer_message["record"] = validate_record(record)
+                kept = validate_record(record)
             except InvalidRecord as exc:
                 log.warning("answer saved without its record: %s", exc)
+            else:
+                if kept:  # a turn that showed nothing more than its answer keeps no record
+                    answer_message["record"] = kept
         if stopped:
             answer_message["stopped"] = True
         pair = [question_message, answer_message]
