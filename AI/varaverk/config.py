@@ -95,6 +95,9 @@ EMBED_BACKENDS = ("local", "ollama", "openai")
 GEN_BACKENDS = ("ollama", "openai")
 # AI_SUMMARIES: none, the extractive summary (no model), or the generation model's.
 SUMMARY_MODES = ("off", "extractive", "model")
+# How memory digests a triplet: by the generation model (extractive while it fails), or
+# extractively only (sentences as facts; never calls a model).
+MEMORY_DIGESTS = ("model", "extractive")
 # The one model the offline (local) backend ships, and the names it answers to.
 LOCAL_MODEL = "all-MiniLM-L6-v2-int8"
 LOCAL_ALIASES = frozenset({LOCAL_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
@@ -108,9 +111,13 @@ RANGES: dict[str, tuple[float, float]] = {
     "ai_index_lock_timeout": (0, 86400),
     "ai_token_retain_rows": (1, 100_000_000),
     "ai_dock_workers": (1, 256),
+    "ai_dock_max_turns": (1, 1024),
+    "ai_dock_max_streams": (1, 4096),
+    "ai_dock_turn_retain_hours": (0.01, 8760),
     "ai_chat_history_max": (1, 1_000_000),
     "ai_summary_seconds": (0, 86400),
     "ai_summary_verbatim_docs": (1, 1000),
+    "ai_memory_budget": (50, 100_000),
 }
 # Keys other than settings that Varaverk itself reads: not worth a "did you mean" warning.
 OTHER_KNOWN_KEYS = frozenset({"AI_CONFIG"})
@@ -185,6 +192,11 @@ class Settings:
     ai_dock_bind: str = "127.0.0.1:8470"
     ai_dock_token: str = field(default="", repr=False)
     ai_dock_workers: int = 2
+    # Answers generated at once over every worker; attached event streams per worker (each
+    # holds one gunicorn thread); hours a finished turn's events stay in the turn log.
+    ai_dock_max_turns: int = 8
+    ai_dock_max_streams: int = 24
+    ai_dock_turn_retain_hours: float = 24.0
     ai_chat_history_max: int = 10
     ai_conf_read_keys: tuple[str, ...] = ()
     ai_troubleshoot_log_dirs: tuple[str, ...] = ("/var/log",)
@@ -226,6 +238,11 @@ class Settings:
     ai_summary_verbatim_docs: int = 3
     # Embed (and index lexically) each chunk with its document's title and first sentence.
     ai_contextual_chunks: bool = False
+    # Long-term memory (varaverk.memory): off unless asked for; its own file under AI_DATA_DIR.
+    ai_memory_enabled: bool = False
+    ai_memory_budget: int = 600  # tokens of recalled memory in one prompt
+    ai_memory_digest: str = "model"
+    ai_memory_model: str = ""  # empty: AI_GEN_MODEL digests
 
     @property
     def index_path(self) -> Path:
@@ -243,6 +260,12 @@ class Settings:
     def token_db_path(self) -> Path:
         """This host's ledger: ``AI_TOKEN_DB`` or ``AI_DATA_DIR/tokens.db``."""
         return self.ai_token_db or self.ai_data_dir / "tokens.db"
+
+    @property
+    def memory_path(self) -> Path:
+        """This host's long-term memory: ``AI_DATA_DIR/memory.db`` (one per host, not per
+        repository: what was said is the operator's, whichever repository answered)."""
+        return self.ai_data_dir / "memory.db"
 
     @property
     def hosts_conf_path(self) -> Path:
@@ -357,12 +380,19 @@ def load_settings(config_path: str | os.PathLike | None = None,
     if settings.ai_gen_backend not in GEN_BACKENDS:
         raise ConfigError(f"AI_GEN_BACKEND: expected one of {', '.join(GEN_BACKENDS)}, "
                           f"got {settings.ai_gen_backend!r}")
-    if settings.ai_summaries not in SUMMARY_MODES:
-        raise ConfigError(f"AI_SUMMARIES: expected one of {', '.join(SUMMARY_MODES)}, "
-                          f"got {settings.ai_summaries!r}")
+    check_choice("AI_SUMMARIES", settings.ai_summaries, SUMMARY_MODES)
+    if settings.ai_memory_digest not in MEMORY_DIGESTS:
+        raise ConfigError(f"AI_MEMORY_DIGEST: expected one of {', '.join(MEMORY_DIGESTS)}, "
+                          f"got {settings.ai_memory_digest!r}")
     check_embed_model(settings.ai_embed_backend, settings.ai_embed_model)
     check_ranges(settings)
     return settings
+
+
+def check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
+    """Raise ConfigError naming ``key`` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ConfigError(f"{key}: expected one of {', '.join(choices)}, got {value!r}")
 
 
 def check_ranges(settings: Settings) -> None:

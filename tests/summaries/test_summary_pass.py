@@ -9,9 +9,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.index.conftest import ENTRY, cli_env, run_index
 from tests.support.repos import git
 from varaverk import exitcodes
+from varaverk.config import Settings
 from varaverk.index.refresh import refresh
 from varaverk.index.store.index import Index
 from varaverk.summaries.refine import PART_CHARS, parts
@@ -153,3 +156,17 @@ def test_status_counts_and_ai_query_prints_a_summary(indexed):
                           env=cli_env(indexed, **env), capture_output=True, text=True)
     assert none.returncode == exitcodes.NO_INDEX and "no summary of 'Docs/absent.md'" in \
         none.stderr
+
+
+def test_summary_settings_are_checked_when_loaded(tmp_path):
+    from varaverk.config import ConfigError, load_settings
+    conf = tmp_path / "master.conf"
+    conf.write_text("")
+    with pytest.raises(ConfigError, match="AI_SUMMARIES: expected one of off, extractive, "
+                                          "model, got 'yes'"):
+        load_settings(conf, environ={"AI_SUMMARIES": "yes"})
+    with pytest.raises(ConfigError, match="AI_SUMMARY_SECONDS: must be between 0 and 86400"):
+        load_settings(conf, environ={"AI_SUMMARY_SECONDS": "-1"})
+    loaded = load_settings(conf, environ={"AI_SUMMARIES": "model", "AI_CONTEXTUAL_CHUNKS": "true"})
+    assert (loaded.ai_summaries, loaded.ai_contextual_chunks) == ("model", True)
+    assert (Settings().ai_summaries, Settings().ai_contextual_chunks) == ("off", False)

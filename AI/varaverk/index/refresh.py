@@ -42,6 +42,7 @@ from varaverk.index.change_detection import (configured_embedder, needs_work, ra
                                              skip_stat, skip_unchanged, stat_unchanged)
 from varaverk.index.classify import VERDICTS_META, Entry, Listed, head_key, heads_moved, list_all
 from varaverk.index.prepare import LinkTitles, guarded_decode_and_chunk, read_document, sha256
+from varaverk.index.progress_file import ProgressFile
 from varaverk.index.report import IndexReport
 from varaverk.index.secret_masks import EXAMPLE, masked_note
 from varaverk.index.store.compatibility import (CHUNK_CONTEXT_META, check_chunk_context,
@@ -106,8 +107,9 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
         path = Path(settings.index_path)
         fresh = not path.exists()
         try:
-            with Index.open(path) as idx:
+            with Index.open(path) as idx, ProgressFile(path) as progress_file:
                 run = _Run(settings, idx, None, factory, force, progress, report, started,
+                           progress_file=progress_file,
                            states={} if force else idx.file_states(), meta=idx.meta(),
                            stamp=stamp, changes=IndexChanges(replace_all=force))
                 # --force (no states) decides every kind afresh.
@@ -235,6 +237,7 @@ class _Run:
     pending: list = field(default_factory=list)  # list[_Pending]
     entries: list = field(default_factory=list)  # list[Entry], every source's
     links: LinkTitles | None = None              # the notes sources' link titles
+    progress_file: ProgressFile | None = None    # what the dock shows of this run
 
 
 def _refresh_locked(run: _Run) -> None:
@@ -256,6 +259,8 @@ def _refresh_locked(run: _Run) -> None:
     if not _has_changes(run):
         report.seconds = time.monotonic() - started
         return  # another run did the work while we waited for the lock
+    if run.progress_file:
+        run.progress_file.set_phase("writing")
     _write(run)
 
 
@@ -384,7 +389,7 @@ def _embed_pending(run: _Run) -> None:
     embed_started = time.monotonic()
     vectors, failures = embed_all(
         emb, [c for p in run.pending for c in p.chunks if id(c) not in reused], run.progress,
-        report, expect)
+        report, expect, on_step=run.progress_file.update if run.progress_file else None)
     vectors.update(reused)
     report.timings["embed"] = time.monotonic() - embed_started
     for item in run.pending:
