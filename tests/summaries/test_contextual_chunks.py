@@ -25,7 +25,8 @@ def test_each_chunk_is_embedded_and_indexed_with_its_document_line(docs_repo, tm
     with Index.open(settings.index_path, readonly=True) as idx:
         orphans = [c for c in idx.chunks_for_path("Docs/README-Media.md") if c.title == "Orphans"]
         assert idx.meta()["chunk_context"] == "title"
-        assert orphans[0].context == f"{MEDIA_LINE}\nDocs/README-Media.md \u203a Media \u203a Orphans"
+        trail = "Docs/README-Media.md \u203a Media \u203a Orphans"
+        assert orphans[0].context == f"{MEDIA_LINE}\n{trail}"
         # "current" is only in the document's first sentence: the line makes the section findable.
         found = {cid for cid, _ in idx.fts_search("orphan current", 5)}
         assert orphans[0].id in found
