@@ -24,7 +24,8 @@ from typing import Any, Callable, Iterator, NamedTuple
 import numpy as np
 
 from varaverk.retrieval import windows
-from varaverk.retrieval.lexical import Bm25, LabelBm25
+from varaverk.index.store.labels import label_text
+from varaverk.retrieval.lexical import Bm25, LabelBm25, StoredLabelBm25
 
 log = logging.getLogger(__name__)
 
@@ -152,16 +153,23 @@ class TableCache:
         return self._bm25 or None
 
     def labels(self) -> LabelBm25 | None:
-        """The label field (file name, section, title of every row) as BM25; None when the
-        table has no paths or titles."""
+        """The label field (file name, section, title of every row) as BM25, from the
+        statistics the index stored at write time (``StoredLabelBm25``; built from the
+        table's labels when the index cannot give them); None when the table has no paths or
+        titles."""
         if self._labels is None and self.file_of.size and len(self.titles) == len(self.ids):
             with self._lock:
                 if self._labels is None:
-                    paths = np.asarray(self.table.paths).tolist()
-                    sections = np.asarray(self.table.sections).tolist()
-                    self._labels = LabelBm25([
-                        f"{_file_stem(p)} {sec} {title}"
-                        for p, sec, title in zip(paths, sections, self.titles)])
+                    try:
+                        self._labels = StoredLabelBm25(self.index, self.ids)
+                    except Exception as exc:  # e.g. a label missing: never rank without one
+                        log.warning("stored label statistics unavailable (%s); building "
+                                    "them from the vector table", exc)
+                        paths = np.asarray(self.table.paths).tolist()
+                        sections = np.asarray(self.table.sections).tolist()
+                        self._labels = LabelBm25([
+                            label_text(p, sec, title)
+                            for p, sec, title in zip(paths, sections, self.titles)])
         return self._labels
 
     def vocabulary(self) -> frozenset[str]:
@@ -233,8 +241,3 @@ class TableCache:
                 yield h
             start, stop = stop, stop * 2
 
-
-def _file_stem(path: str) -> str:
-    """A file's name without folders and extensions: ``docs/turn-howto.md`` -> ``turn-howto``."""
-    name = path.rsplit("/", 1)[-1]
-    return name.split(".", 1)[0] if not name.startswith(".") else name

@@ -49,15 +49,16 @@ def search(conn: sqlite3.Connection, expr: str, limit: int) -> list[tuple[int, f
     return [(int(r[0]), -float(r[1])) for r in rows]
 
 
-def doc_lengths(conn: sqlite3.Connection) -> tuple["np.ndarray", "np.ndarray"]:
+def doc_lengths(conn: sqlite3.Connection,
+                table: str = "chunks_fts") -> tuple["np.ndarray", "np.ndarray"]:
     """``(chunk ids int64, lengths int64)`` in id order: the token count of every full-text
-    row, all columns together, from FTS5's ``chunks_fts_docsize`` (one varint per column).
+    row, all columns together, from FTS5's ``{table}_docsize`` (one varint per column).
     Raises ValueError on a size it cannot decode (``varint_row_sums``)."""
     import numpy as np
 
     ids, sizes, blobs = conn.execute(
         "SELECT group_concat(id), group_concat(length(sz)), group_concat(hex(sz), '') "
-        "FROM (SELECT id, sz FROM chunks_fts_docsize ORDER BY id)").fetchone()
+        f"FROM (SELECT id, sz FROM {table}_docsize ORDER BY id)").fetchone()
     if not ids:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     lengths = varint_row_sums(bytes.fromhex(blobs),
@@ -93,25 +94,25 @@ def vocabulary(conn: sqlite3.Connection) -> frozenset[str]:
     return frozenset(r[0] for r in conn.execute("SELECT term FROM temp.chunks_fts_row"))
 
 
-def create_instance_table(conn: sqlite3.Connection) -> None:
-    """Make the ``fts5vocab`` instance table over ``chunks_fts`` that ``postings`` and
+def create_instance_table(conn: sqlite3.Connection, table: str = "chunks_fts") -> None:
+    """Make the ``fts5vocab`` instance table over ``table`` that ``postings`` and
     ``all_postings`` read, in the connection's temp schema (so a read-only index works too)."""
-    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_instance "
-                 "USING fts5vocab(main, chunks_fts, instance)")
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_instance "
+                 f"USING fts5vocab(main, {table}, instance)")
 
 
-def postings(conn: sqlite3.Connection, token: str,
-             positions: bool = False) -> tuple["np.ndarray", ...]:
+def postings(conn: sqlite3.Connection, token: str, positions: bool = False,
+             table: str = "chunks_fts") -> tuple["np.ndarray", ...]:
     """Every occurrence of one token in chunk id order: ``(chunk ids,)`` int64, with
     ``positions`` also the column number (0 context, 1 text) and the token offset within that
-    column. Needs ``create_instance_table``."""
+    column (``chunks_fts`` only). Needs ``create_instance_table`` for ``table``."""
     import numpy as np
 
     cols = ["group_concat(doc)"]
     if positions:
         cols += ["group_concat(CASE col WHEN 'context' THEN 0 ELSE 1 END)",
                  "group_concat(offset)"]
-    row = conn.execute(f"SELECT {', '.join(cols)} FROM temp.chunks_fts_instance "
+    row = conn.execute(f"SELECT {', '.join(cols)} FROM temp.{table}_instance "
                        "WHERE term = ?", (token,)).fetchone()
     return tuple(np.fromstring(v, dtype=np.int64, sep=",") if v else
                  np.zeros(0, dtype=np.int64) for v in row)

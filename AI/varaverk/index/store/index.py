@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 from urllib.parse import quote
 
-from varaverk.index.store import fts
+from varaverk.index.store import fts, labels
 from varaverk.index.store.compatibility import check_compatible
 from varaverk.index.store.contents import contents
 from varaverk.index.store.errors import IndexCorrupt, IndexDamaged, IndexMissing
@@ -289,6 +289,20 @@ class Index:
         with self._lock:
             self._instance_table()
             return fts.all_postings(self._conn)
+
+    @_guarded
+    def label_lengths(self) -> tuple["np.ndarray", "np.ndarray"]:
+        """``(chunk ids int64, label token counts int64)`` in id order: each chunk's label
+        length, as stored at write time (``varaverk.index.store.labels``)."""
+        with self._lock:
+            return labels.lengths(self._conn)
+
+    @_guarded
+    def label_postings(self, token: str) -> "np.ndarray":
+        """int64: the chunk id of every occurrence of one label token (lower case, as
+        ``varaverk.text.label_tokens`` makes them), in chunk id order."""
+        with self._lock:
+            return labels.postings(self._conn, token)
 
     def _instance_table(self) -> None:
         """Make the ``fts5vocab`` instance table once per connection; caller holds the lock."""
