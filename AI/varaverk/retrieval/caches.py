@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Container, Iterator, NamedTuple
 
 import numpy as np
 
@@ -34,6 +34,26 @@ CHUNK_CACHE = 4096          # chunks a retriever keeps by id (the leading result
 WORD_FORMS_CACHE = 20000    # query words whose inflected forms in the index a retriever keeps
 
 _MISSING = object()
+
+
+class IndexVocabulary:
+    """The tokens of an index's FTS5 index as a container, each looked up on first use and
+    kept (up to ``WORD_FORMS_CACHE``); false when the index holds no token. Raises what
+    ``Index.fts_holds`` raises when made (an SQLite without fts5vocab)."""
+
+    def __init__(self, index) -> None:
+        self.index = index
+        self._any = bool(index.fts_holds())
+        self._held: dict[str, bool] = {}
+
+    def __bool__(self) -> bool:
+        return self._any
+
+    def __contains__(self, token: object) -> bool:
+        if not isinstance(token, str) or not self._any:
+            return False
+        return kept(self._held, token, lambda: bool(self.index.fts_holds([token])),
+                    WORD_FORMS_CACHE)
 
 
 def kept(store: dict, key: Any, make: Callable[[], Any], limit: int) -> Any:
@@ -91,7 +111,7 @@ class TableCache:
     # from several at once.
     _bm25: Bm25 | None | bool = field(default=None, init=False, repr=False)
     _labels: LabelBm25 | None = field(default=None, init=False, repr=False)
-    _vocabulary: frozenset[str] | None = field(default=None, init=False, repr=False)
+    _vocabulary: Container[str] | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @classmethod
@@ -172,16 +192,19 @@ class TableCache:
                             for p, sec, title in zip(paths, sections, self.titles)])
         return self._labels
 
-    def vocabulary(self) -> frozenset[str]:
-        """Every token of this generation's FTS5 index, read once (empty when FTS5 cannot list
-        it: then the coverage rule looks up no words). A preloaded ``Bm25`` already holds it."""
+    def vocabulary(self) -> Container[str]:
+        """The tokens of this generation's FTS5 index, as a container (empty when FTS5 cannot
+        list them: then the coverage rule looks up no words). A preloaded ``Bm25`` already
+        holds them all; otherwise each token is looked up in the index when first asked
+        about (``IndexVocabulary``): reading every token costs the first question more than
+        its few look-ups."""
         if self._vocabulary is None:
             bm25 = self.bm25()
             preloaded = bm25.vocabulary if bm25 is not None else None
             with self._lock:
                 if self._vocabulary is None:
                     try:
-                        self._vocabulary = (self.index.fts_vocabulary() if preloaded is None
+                        self._vocabulary = (IndexVocabulary(self.index) if preloaded is None
                                             else preloaded)
                     except Exception as exc:  # e.g. an SQLite without fts5vocab
                         log.warning("index vocabulary unavailable (%s); coverage uses the "

@@ -89,9 +89,27 @@ def varint_row_sums(data: bytes, sizes: "np.ndarray") -> "np.ndarray":
 def vocabulary(conn: sqlite3.Connection) -> frozenset[str]:
     """Every token the full-text index holds, from an ``fts5vocab`` row table made in the
     connection's temp schema (so a read-only index works too)."""
+    _create_row_table(conn)
+    return frozenset(r[0] for r in conn.execute("SELECT term FROM temp.chunks_fts_row"))
+
+
+def held_tokens(conn: sqlite3.Connection, tokens: list[str]) -> set[str]:
+    """Those of ``tokens`` the full-text index holds (``vocabulary`` for a few tokens: a
+    look-up each in the ``fts5vocab`` row table, which FTS5 answers from its term index)."""
+    _create_row_table(conn)
+    return {t for t in tokens if conn.execute(
+        "SELECT 1 FROM temp.chunks_fts_row WHERE term = ?", (t,)).fetchone()}
+
+
+def holds_any_token(conn: sqlite3.Connection) -> bool:
+    """Whether the full-text index holds any token (``vocabulary`` is not empty)."""
+    _create_row_table(conn)
+    return conn.execute("SELECT 1 FROM temp.chunks_fts_row LIMIT 1").fetchone() is not None
+
+
+def _create_row_table(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_row "
                  "USING fts5vocab(main, chunks_fts, row)")
-    return frozenset(r[0] for r in conn.execute("SELECT term FROM temp.chunks_fts_row"))
 
 
 def create_instance_table(conn: sqlite3.Connection, table: str = "chunks_fts") -> None:

@@ -257,6 +257,16 @@ class Index:
             return fts.vocabulary(self._conn)
 
     @_guarded
+    def fts_holds(self, tokens: Sequence[str] | None = None) -> set[str] | bool:
+        """Those of ``tokens`` (lower case, as the tokenizer makes them) the full-text index
+        holds: ``fts_vocabulary`` for a few tokens, without reading every one. Without
+        ``tokens``: whether it holds any token at all."""
+        with self._lock:
+            if tokens is None:
+                return fts.holds_any_token(self._conn)
+            return fts.held_tokens(self._conn, list(tokens))
+
+    @_guarded
     def fts_postings(self, token: str, positions: bool = False) -> tuple["np.ndarray", ...]:
         """Every occurrence of one indexed token, in chunk id order.
 
