@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Container, Iterator, NamedTuple
+from typing import Any, Callable, Container, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -34,6 +34,23 @@ CHUNK_CACHE = 4096          # chunks a retriever keeps by id (the leading result
 WORD_FORMS_CACHE = 20000    # query words whose inflected forms in the index a retriever keeps
 
 _MISSING = object()
+
+
+class Column(Sequence[str]):
+    """One str array of the vector table as a sequence of Python strs, each made when read:
+    ranking reads a few rows per query, and a Python str per row would cost the first
+    question time and every row memory."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, row):
+        return str(self.values[row])
 
 
 class IndexVocabulary:
@@ -88,9 +105,9 @@ class TableCache:
     table: Any
     sections_upper: np.ndarray      # str (n,): ``sections`` as an array (whole-table masks)
     ids: np.ndarray                 # int64 (n,), ascending (the table is in id order)
-    kinds: list[str]                # per row, as Python lists: scalar access in the ranking loop
-    sections: list[str]             # upper case
-    titles: list[str]
+    kinds: Column                   # per row, each a Python str when read (the ranking loop)
+    sections: Column                # upper case
+    titles: Column
     # int64 (n,) per row: its file's number (empty when the table has no paths)
     file_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     preload: bool = False
@@ -126,17 +143,20 @@ class TableCache:
                 (numbers.setdefault(str(p), len(numbers)) for p in np.asarray(paths).tolist()),
                 dtype=np.int64, count=len(ids))
         # str.upper, never np.char.upper: that one keeps the array's width and cuts a name
-        # whose upper case is longer ("Straße" -> "STRASS" when it is the longest).
-        sections = [str(x).upper() for x in np.asarray(table.sections).tolist()]
+        # whose upper case is longer ("Straße" -> "STRASS" when it is the longest). Once per
+        # distinct section: a table holds few.
+        distinct, where = np.unique(np.asarray(table.sections), return_inverse=True)
+        sections_upper = np.array([s.upper() for s in distinct.tolist()] or [""],
+                                  dtype=str)[where.reshape(-1)]
         return cls(
             index=index,
             table=table,
-            sections_upper=np.array(sections, dtype=str),
+            sections_upper=sections_upper,
             ids=ids,
-            kinds=[str(x) for x in np.asarray(table.kinds).tolist()],
-            sections=sections,
-            titles=([str(x) for x in np.asarray(table.titles).tolist()]
-                    if table.titles is not None else []),
+            kinds=Column(np.asarray(table.kinds)),
+            sections=Column(sections_upper),
+            titles=Column(np.asarray(table.titles)) if table.titles is not None else Column(
+                np.zeros(0, dtype=str)),
             file_of=file_of,
             preload=preload,
         )

@@ -29,7 +29,7 @@ from varaverk.index.store.errors import IndexCorrupt, IndexDamaged, IndexMissing
 from varaverk.index.store.health import quick_check
 from varaverk.index.store.records import FileState, IndexChanges
 from varaverk.index.store.schema import SCHEMA_VERSION, migrate, pending_migrations
-from varaverk.index.store.vectors import VECTOR_ROWS, VectorTable, vector_table
+from varaverk.index.store.vectors import VectorTable, read_vector_table
 from varaverk.index.store.writes import apply_changes
 from varaverk.text import fts_query
 
@@ -161,8 +161,9 @@ class Index:
     def vector_table(self) -> VectorTable:
         """All usable vectors as one contiguous float32 matrix (see ``VectorTable``).
 
-        One query fetches every BLOB; rows whose BLOB is not ``dimension`` float32 values, or
-        whose vector is zero or non-finite, are excluded (``vectors.vector_table``). Cached
+        One query reads every BLOB into the matrix; rows whose BLOB is not ``dimension``
+        float32 values, or whose vector is zero or non-finite, are excluded
+        (``vectors.read_vector_table``). Cached
         until the index's generation changes, so repeated searches in one process do not
         reload.
         """
@@ -171,9 +172,7 @@ class Index:
             if self._vectors is not None and self._vectors_generation == gen:
                 return self._vectors
             meta = self.meta()
-            rows = self._conn.execute(VECTOR_ROWS).fetchall()
-        table = vector_table(rows, meta)
-        with self._lock:
+            table = read_vector_table(self._conn, meta)
             self._vectors, self._vectors_generation = table, gen
         return table
 

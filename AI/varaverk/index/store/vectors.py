@@ -5,7 +5,7 @@ Vector validity, the one home: a vector may be stored and ranked when every valu
 and its L2 norm is finite and above ``MIN_NORM`` (a float32 vector that cannot be told from
 zero would rank as noise). Decided by ``usable_rows`` on write (``Index.write``, which refuses
 the rest; the indexer and the embedders ask ``vector_problem`` first, so that one bad vector
-fails its own chunk) and on read (``vector_table`` leaves the rest out).
+fails its own chunk) and on read (``read_vector_table`` leaves the rest out).
 
 numpy is imported only inside these functions: the no-op refresh opens the index too and
 never touches a vector.
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MIN_NORM = 1e-6
 
-# The rows ``vector_table`` is built from, in its order.
+# The rows ``read_vector_table`` is built from, in its order.
 VECTOR_ROWS = "SELECT id, kind, section, vec, title, source, path FROM chunks ORDER BY id"
 
 
@@ -127,8 +127,10 @@ def vector_blobs(vectors: list) -> tuple[list[bytes], int]:
     return [row.tobytes() for row in matrix], dim
 
 
-def vector_table(rows: list[tuple], meta: dict[str, str]) -> VectorTable:
-    """The ``VectorTable`` of ``rows`` (as ``VECTOR_ROWS`` selects them) under ``meta``.
+def read_vector_table(conn, meta: dict[str, str]) -> VectorTable:
+    """The ``VectorTable`` of the chunks ``conn`` holds (``VECTOR_ROWS``, in one read
+    transaction) under ``meta``: each vector copied straight into one preallocated float32
+    matrix as its row is read, so the BLOBs are never all held at once (nor joined).
 
     Rows whose BLOB is not ``embed_dimension`` float32 values, or whose vector is zero or
     non-finite, are excluded: they can never rank, and no dot product ever runs between
@@ -138,29 +140,50 @@ def vector_table(rows: list[tuple], meta: dict[str, str]) -> VectorTable:
 
     dim = int(meta.get("embed_dimension") or 0)
     width = dim * 4
-    good = [r for r in rows if dim and len(r[3]) == width]
-    excluded = [r[0] for r in rows if not (dim and len(r[3]) == width)]
-    if good:
-        matrix = np.frombuffer(b"".join(r[3] for r in good), dtype="<f4").reshape(len(good), dim)
-        matrix = matrix.astype(np.float32, copy=False)
-        ok = usable_rows(matrix)
-        if not ok.all():
-            excluded += [good[i][0] for i in np.flatnonzero(~ok)]
-            good = [r for r, keep in zip(good, ok) if keep]
-            matrix = matrix[ok]
-        matrix = np.ascontiguousarray(matrix, dtype=np.float32)
-    else:
-        matrix = np.zeros((0, dim), dtype=np.float32)
+    conn.execute("BEGIN")
+    try:
+        n = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] if dim else 0
+        matrix = np.empty((n, dim), dtype="<f4")
+        out = memoryview(matrix.reshape(-1)).cast("B")
+        ids: list[int] = []
+        excluded: list[int] = []
+        columns: tuple[list[str], ...] = ([], [], [], [], [])   # kind, section, title, source, path
+        kinds, sections, titles, sources, paths = columns
+        at = 0
+        for cid, kind, section, vec, title, source, path in conn.execute(VECTOR_ROWS):
+            if len(vec) != width or len(ids) == n:
+                excluded.append(cid)
+                continue
+            out[at:at + width] = vec
+            at += width
+            ids.append(cid)
+            kinds.append(kind)
+            sections.append(section)
+            titles.append(title)
+            sources.append(source)
+            paths.append(path)
+    finally:
+        conn.execute("COMMIT")
+    matrix = matrix[:len(ids)]
+    ok = usable_rows(matrix)
+    if not ok.all():
+        excluded += [ids[i] for i in np.flatnonzero(~ok)]
+        keep = ok.tolist()
+        ids = [v for v, k in zip(ids, keep) if k]
+        columns = tuple([v for v, k in zip(column, keep) if k] for column in columns)
+        matrix = matrix[ok]
+    matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+    kinds, sections, titles, sources, paths = (np.array(c, dtype=str) for c in columns)
     return VectorTable(
-        ids=np.fromiter((r[0] for r in good), dtype=np.int64, count=len(good)),
+        ids=np.array(ids, dtype=np.int64),
         matrix=matrix,
-        kinds=np.array([r[1] for r in good], dtype=str),
-        sections=np.array([r[2] for r in good], dtype=str),
+        kinds=kinds,
+        sections=sections,
         dimension=dim,
         backend=meta.get("embed_backend", ""),
         model=meta.get("embed_model", ""),
         excluded=tuple(sorted(excluded)),
-        titles=np.array([r[4] for r in good], dtype=str),
-        sources=np.array([r[5] for r in good], dtype=str),
-        paths=np.array([r[6] for r in good], dtype=str),
+        titles=titles,
+        sources=sources,
+        paths=paths,
     )
