@@ -36,6 +36,20 @@ WORD_FORMS_CACHE = 20000    # query words whose inflected forms in the index a r
 _MISSING = object()
 
 
+def _upper(sections: np.ndarray, numbers: np.ndarray | None) -> np.ndarray:
+    """str (n,): ``sections`` in upper case, each distinct one upper-cased once (with
+    ``numbers``, the table's ``section_numbers``, without comparing strings). str.upper,
+    never np.char.upper: that one keeps the array's width and cuts a name whose upper case
+    is longer ("Straße" -> "STRASS" when it is the longest)."""
+    if numbers is None or len(numbers) != len(sections):
+        distinct, numbers = np.unique(sections, return_inverse=True)
+    else:
+        _, first = np.unique(numbers, return_index=True)
+        distinct = sections[first]
+    return np.array([s.upper() for s in distinct.tolist()] or [""],
+                    dtype=str)[numbers.reshape(-1)]
+
+
 class Column(Sequence[str]):
     """One str array of the vector table as a sequence of Python strs, each made when read:
     ranking reads a few rows per query, and a Python str per row would cost the first
@@ -138,16 +152,13 @@ class TableCache:
         file_of = np.zeros(0, dtype=np.int64)
         paths = table.paths
         if paths is not None and len(paths) == len(ids):
-            numbers: dict[str, int] = {}
-            file_of = np.fromiter(
-                (numbers.setdefault(str(p), len(numbers)) for p in np.asarray(paths).tolist()),
-                dtype=np.int64, count=len(ids))
-        # str.upper, never np.char.upper: that one keeps the array's width and cuts a name
-        # whose upper case is longer ("Straße" -> "STRASS" when it is the longest). Once per
-        # distinct section: a table holds few.
-        distinct, where = np.unique(np.asarray(table.sections), return_inverse=True)
-        sections_upper = np.array([s.upper() for s in distinct.tolist()] or [""],
-                                  dtype=str)[where.reshape(-1)]
+            file_of = table.path_numbers
+            if file_of is None or len(file_of) != len(ids):
+                numbers: dict[str, int] = {}
+                file_of = np.fromiter(
+                    (numbers.setdefault(str(p), len(numbers)) for p in np.asarray(paths).tolist()),
+                    dtype=np.int64, count=len(ids))
+        sections_upper = _upper(np.asarray(table.sections), table.section_numbers)
         return cls(
             index=index,
             table=table,

@@ -41,6 +41,9 @@ class VectorTable(NamedTuple):
         sources: the chunks' source names, ``(n,)`` str array aligned with ``ids``.
         paths: the chunks' file paths, ``(n,)`` str array aligned with ``ids`` (per-file score
             aggregation).
+        path_numbers, section_numbers: int64 ``(n,)``, each row's path (section) numbered in
+            order of first appearance (the first row's is 0), when the reader made them: a
+            file's or section's rows found without comparing strings.
     """
 
     ids: "np.ndarray"
@@ -54,6 +57,8 @@ class VectorTable(NamedTuple):
     titles: "np.ndarray | None" = None
     sources: "np.ndarray | None" = None
     paths: "np.ndarray | None" = None
+    path_numbers: "np.ndarray | None" = None
+    section_numbers: "np.ndarray | None" = None
 
 
 def usable_rows(matrix: "np.ndarray") -> "np.ndarray":
@@ -130,7 +135,9 @@ def vector_blobs(vectors: list) -> tuple[list[bytes], int]:
 def read_vector_table(conn, meta: dict[str, str]) -> VectorTable:
     """The ``VectorTable`` of the chunks ``conn`` holds (``VECTOR_ROWS``, in one read
     transaction) under ``meta``: each vector copied straight into one preallocated float32
-    matrix as its row is read, so the BLOBs are never all held at once (nor joined).
+    matrix as its row is read, so the BLOBs are never all held at once (nor joined); kinds,
+    sections, sources and paths numbered as they are read (a table holds few of each), and
+    their arrays made from the distinct values.
 
     Rows whose BLOB is not ``embed_dimension`` float32 values, or whose vector is zero or
     non-finite, are excluded: they can never rank, and no dot product ever runs between
@@ -140,15 +147,16 @@ def read_vector_table(conn, meta: dict[str, str]) -> VectorTable:
 
     dim = int(meta.get("embed_dimension") or 0)
     width = dim * 4
+    ids: list[int] = []
+    excluded: list[int] = []
+    titles: list[str] = []
+    numbered = tuple(_Numbering() for _ in range(4))     # kind, section, source, path
+    kinds, sections, sources, paths = (n.number for n in numbered)
     conn.execute("BEGIN")
     try:
         n = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] if dim else 0
         matrix = np.empty((n, dim), dtype="<f4")
         out = memoryview(matrix.reshape(-1)).cast("B")
-        ids: list[int] = []
-        excluded: list[int] = []
-        columns: tuple[list[str], ...] = ([], [], [], [], [])   # kind, section, title, source, path
-        kinds, sections, titles, sources, paths = columns
         at = 0
         for cid, kind, section, vec, title, source, path in conn.execute(VECTOR_ROWS):
             if len(vec) != width or len(ids) == n:
@@ -157,33 +165,57 @@ def read_vector_table(conn, meta: dict[str, str]) -> VectorTable:
             out[at:at + width] = vec
             at += width
             ids.append(cid)
-            kinds.append(kind)
-            sections.append(section)
             titles.append(title)
-            sources.append(source)
-            paths.append(path)
+            kinds(kind)
+            sections(section)
+            sources(source)
+            paths(path)
     finally:
         conn.execute("COMMIT")
     matrix = matrix[:len(ids)]
-    ok = usable_rows(matrix)
-    if not ok.all():
-        excluded += [ids[i] for i in np.flatnonzero(~ok)]
-        keep = ok.tolist()
-        ids = [v for v, k in zip(ids, keep) if k]
-        columns = tuple([v for v, k in zip(column, keep) if k] for column in columns)
-        matrix = matrix[ok]
-    matrix = np.ascontiguousarray(matrix, dtype=np.float32)
-    kinds, sections, titles, sources, paths = (np.array(c, dtype=str) for c in columns)
+    keep = usable_rows(matrix)
+    if not keep.all():
+        excluded += [ids[i] for i in np.flatnonzero(~keep)]
+        matrix = matrix[keep]
+    ids_array = np.array(ids, dtype=np.int64)[keep]
+    kinds, sections, sources, paths = (n.values(keep) for n in numbered)
     return VectorTable(
-        ids=np.array(ids, dtype=np.int64),
-        matrix=matrix,
-        kinds=kinds,
-        sections=sections,
+        ids=ids_array,
+        matrix=np.ascontiguousarray(matrix, dtype=np.float32),
+        kinds=kinds[0],
+        sections=sections[0],
         dimension=dim,
         backend=meta.get("embed_backend", ""),
         model=meta.get("embed_model", ""),
         excluded=tuple(sorted(excluded)),
-        titles=titles,
-        sources=sources,
-        paths=paths,
+        titles=np.array(titles, dtype=str)[keep],
+        sources=sources[0],
+        paths=paths[0],
+        path_numbers=paths[1],
+        section_numbers=sections[1],
     )
+
+
+class _Numbering:
+    """The values of one column as read, each distinct value numbered in order of first
+    appearance (``number`` per row), and the column's arrays made from them (``values``)."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, int] = {}
+        self.numbers: list[int] = []
+        known, append = self.known, self.numbers.append
+        self.number = lambda value: append(known.setdefault(value, len(known)))
+
+    def values(self, keep: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+        """``(str array, int64 numbers renumbered in order of first appearance)`` of the
+        rows ``keep`` leaves (bool, one per row read)."""
+        import numpy as np
+
+        numbers = np.array(self.numbers, dtype=np.int64)[keep]
+        distinct = np.array(list(self.known) or [""], dtype=str)
+        if not keep.all():   # a left-out row may have held a value's first appearance
+            held, first, numbers = np.unique(numbers, return_index=True, return_inverse=True)
+            order = np.argsort(first)
+            distinct = distinct[held[order]]
+            numbers = np.argsort(order)[numbers.reshape(-1)]
+        return distinct[numbers], numbers
