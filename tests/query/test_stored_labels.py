@@ -136,6 +136,9 @@ def test_the_retriever_reads_stored_labels_and_falls_back_to_building_them(tmp_p
         write(index, chunks(60, 8))
         cache = TableCache.of(index, index.vector_table())
         assert isinstance(cache.labels(), StoredLabelBm25)
+        # A long-lived retriever of a small table builds them in memory (no reads per token).
+        cache = TableCache.of(index, index.vector_table(), preload=True)
+        assert type(cache.labels()) is LabelBm25
     conn = sqlite3.connect(tmp_path / "index.sqlite")
     conn.execute("DELETE FROM labels_fts_docsize WHERE id = (SELECT min(id) FROM chunks)")
     conn.commit()

@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 FILE_CACHE = 256            # files whose chunks a retriever keeps for small-to-big
 CHUNK_CACHE = 4096          # chunks a retriever keeps by id (the leading results of queries)
 WORD_FORMS_CACHE = 20000    # query words whose inflected forms in the index a retriever keeps
+# Rows up to which a preloading (long-lived) retriever builds the label BM25 in memory from
+# the table's labels, at a cost of a fraction of a second once: its queries then read no label
+# statistics from the index. Larger tables, and every one-shot retriever, read them per token.
+LABELS_IN_MEMORY = 20000
 
 _MISSING = object()
 
@@ -204,24 +208,28 @@ class TableCache:
         return self._bm25 or None
 
     def labels(self) -> LabelBm25 | None:
-        """The label field (file name, section, title of every row) as BM25, from the
-        statistics the index stored at write time (``StoredLabelBm25``; built from the
-        table's labels when the index cannot give them); None when the table has no paths or
-        titles."""
+        """The label field (file name, section, title of every row) as BM25: from the
+        statistics the index stored at write time (``StoredLabelBm25``), or built from the
+        table's labels by a preloading retriever of a small table (``LABELS_IN_MEMORY``) and
+        when the index cannot give them; None when the table has no paths or titles."""
         if self._labels is None and self.file_of.size and len(self.titles) == len(self.ids):
             with self._lock:
                 if self._labels is None:
-                    try:
-                        self._labels = StoredLabelBm25(self.index, self.ids)
-                    except Exception as exc:  # e.g. a label missing: never rank without one
-                        log.warning("stored label statistics unavailable (%s); building "
-                                    "them from the vector table", exc)
-                        paths = np.asarray(self.table.paths).tolist()
-                        sections = np.asarray(self.table.sections).tolist()
-                        self._labels = LabelBm25([
-                            label_text(p, sec, title)
-                            for p, sec, title in zip(paths, sections, self.titles)])
+                    in_memory = self.preload and self.ids.size <= LABELS_IN_MEMORY
+                    self._labels = (None if in_memory else self._stored_labels()) or LabelBm25([
+                        label_text(p, sec, title) for p, sec, title in zip(
+                            np.asarray(self.table.paths).tolist(),
+                            np.asarray(self.table.sections).tolist(), self.titles)])
         return self._labels
+
+    def _stored_labels(self) -> StoredLabelBm25 | None:
+        """``StoredLabelBm25`` of this table; None (logged) when the index cannot give it."""
+        try:
+            return StoredLabelBm25(self.index, self.ids)
+        except Exception as exc:  # e.g. a label missing: never rank without one
+            log.warning("stored label statistics unavailable (%s); building them from the "
+                        "vector table", exc)
+            return None
 
     def vocabulary(self) -> Container[str]:
         """The tokens of this generation's FTS5 index, as a container (empty when FTS5 cannot
