@@ -313,3 +313,20 @@ def test_status_counts_and_skips(idx):
     assert info["chunks_by_kind"] == {"header": 2} and info["chunks"] == 2
     assert info["skipped"] == [{"path": "logo.png", "kind": "", "reason": "not a documentation kind"}]
     assert info["meta"]["embed_dimension"] == "3" and info["size_bytes"] > 0
+
+
+def test_another_files_migrations_never_run_the_index_backfills(tmp_path):
+    """apply_migrations is shared (memory uses it): a file whose own migration 4 is not the
+    index's must not get the index's label backfill run on it (it has no chunks table)."""
+    import sqlite3
+
+    from varaverk.index.store.schema import apply_migrations
+    steps = [(1, "initial", "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"),
+             (2, "two", "CREATE TABLE a (x);"), (3, "three", "CREATE TABLE b (x);"),
+             (4, "four", "CREATE TABLE c (x);")]
+    conn = sqlite3.connect(tmp_path / "other.db")
+    with conn:
+        apply_migrations(conn, steps, "other", "move it away")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"a", "b", "c", "meta", "schema_migrations"} <= tables
+    assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)

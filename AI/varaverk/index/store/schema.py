@@ -166,7 +166,6 @@ assert MIGRATIONS[-1][0] == SCHEMA_VERSION
 BACKFILLS = {4: labels.backfill}
 
 
-
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
@@ -187,13 +186,16 @@ def migrate(conn: sqlite3.Connection) -> None:
 
     Raises IndexCorrupt when the file was written by a newer schema than this code knows.
     """
-    apply_migrations(conn, MIGRATIONS, "index", "rebuild with --force")
+    apply_migrations(conn, MIGRATIONS, "index", "rebuild with --force", BACKFILLS)
 
 
-def apply_migrations(conn: sqlite3.Connection, migrations, what: str, fix: str) -> None:
+def apply_migrations(conn: sqlite3.Connection, migrations, what: str, fix: str,
+                     backfills: dict | None = None) -> None:
     """Apply the ``(version, name, sql)`` of ``migrations`` the file lacks, in order, inside
     the caller's transaction, recording each in ``schema_migrations`` and ``meta`` (which the
-    first migration must create). Shared by every SQLite file of ours (the index, memory).
+    first migration must create); ``backfills`` maps a version to a ``fn(conn)`` run right
+    after its script. Shared by every SQLite file of ours (the index, memory), each with
+    its own migrations and backfills.
 
     Raises IndexCorrupt naming ``what`` and ``fix`` when the file was written by a newer
     schema than ``migrations`` knows.
@@ -212,8 +214,8 @@ def apply_migrations(conn: sqlite3.Connection, migrations, what: str, fix: str) 
         # executescript commits first; run the statements one by one inside our transaction.
         for statement in split_sql(sql):
             conn.execute(statement)
-        if version in BACKFILLS:
-            BACKFILLS[version](conn)
+        if backfills and version in backfills:
+            backfills[version](conn)
         conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, _now()))
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(version),))
 
