@@ -131,9 +131,12 @@ def test_an_index_of_the_previous_schema_upgrades_in_place_without_embedding(lab
     ids = _ids(settings)
     conn = sqlite3.connect(settings.index_path)  # what schema version 2 held
     with conn:
+        for statement in ("DROP TRIGGER labels_ai", "DROP TRIGGER labels_ad",
+                          "DROP TABLE labels_fts", "ALTER TABLE chunks DROP COLUMN label"):
+            conn.execute(statement)
         for column in ("ctime_ns", "inode", "device"):
             conn.execute(f"ALTER TABLE files DROP COLUMN {column}")
-        conn.execute("DROP TABLE summaries")  # migration 4
+        conn.execute("DROP TABLE summaries")  # migration 5
         conn.execute("DELETE FROM schema_migrations WHERE version > 2")
         conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     conn.close()
@@ -142,7 +145,7 @@ def test_an_index_of_the_previous_schema_upgrades_in_place_without_embedding(lab
     assert report.rehashed == len(FILES) and report.wrote
     assert _ids(settings) == ids  # chunks and vectors kept
     with Index.open(settings.index_path, readonly=True) as idx:
-        assert idx.meta()["schema_version"] == "4"
+        assert idx.meta()["schema_version"] == "5"
     settled = refresh(settings, progress=False)
     assert settled.files_read == 0 and not settled.wrote
     (repo / "README.md").write_text(NEW)

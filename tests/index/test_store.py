@@ -46,11 +46,11 @@ def test_schema_wal_and_migrations(tmp_path, idx):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("SELECT version, name FROM schema_migrations").fetchall() == [
         (1, "initial"), (2, "sources and keywords"), (3, "ctime, inode and device"),
-        (4, "summaries")]
-    assert idx.meta()["schema_version"] == "4"
+        (4, "stored labels"), (5, "summaries")]
+    assert idx.meta()["schema_version"] == "5"
     conn.close()
     with Index.open(idx.path) as again:  # reopening applies nothing twice
-        assert again.meta()["schema_version"] == "4"
+        assert again.meta()["schema_version"] == "5"
 
 
 def test_readonly_open_of_missing_index_raises(tmp_path):
@@ -313,3 +313,20 @@ def test_status_counts_and_skips(idx):
     assert info["chunks_by_kind"] == {"header": 2} and info["chunks"] == 2
     assert info["skipped"] == [{"path": "logo.png", "kind": "", "reason": "not a documentation kind"}]
     assert info["meta"]["embed_dimension"] == "3" and info["size_bytes"] > 0
+
+
+def test_another_files_migrations_never_run_the_index_backfills(tmp_path):
+    """apply_migrations is shared (memory uses it): a file whose own migration 4 is not the
+    index's must not get the index's label backfill run on it (it has no chunks table)."""
+    import sqlite3
+
+    from varaverk.index.store.schema import apply_migrations
+    steps = [(1, "initial", "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"),
+             (2, "two", "CREATE TABLE a (x);"), (3, "three", "CREATE TABLE b (x);"),
+             (4, "four", "CREATE TABLE c (x);")]
+    conn = sqlite3.connect(tmp_path / "other.db")
+    with conn:
+        apply_migrations(conn, steps, "other", "move it away")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"a", "b", "c", "meta", "schema_migrations"} <= tables
+    assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)

@@ -19,20 +19,76 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Container, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
 from varaverk.retrieval import windows
-from varaverk.retrieval.lexical import Bm25, LabelBm25
+from varaverk.index.store.labels import label_text
+from varaverk.retrieval.lexical import Bm25, LabelBm25, StoredLabelBm25
 
 log = logging.getLogger(__name__)
 
 FILE_CACHE = 256            # files whose chunks a retriever keeps for small-to-big
 CHUNK_CACHE = 4096          # chunks a retriever keeps by id (the leading results of queries)
 WORD_FORMS_CACHE = 20000    # query words whose inflected forms in the index a retriever keeps
+# Rows up to which a preloading (long-lived) retriever builds the label BM25 in memory from
+# the table's labels, at a cost of a fraction of a second once: its queries then read no label
+# statistics from the index. Larger tables, and every one-shot retriever, read them per token.
+LABELS_IN_MEMORY = 20000
 
 _MISSING = object()
+
+
+def _upper(sections: np.ndarray, numbers: np.ndarray | None) -> np.ndarray:
+    """str (n,): ``sections`` in upper case, each distinct one upper-cased once (with
+    ``numbers``, the table's ``section_numbers``, without comparing strings). str.upper,
+    never np.char.upper: that one keeps the array's width and cuts a name whose upper case
+    is longer ("Straße" -> "STRASS" when it is the longest)."""
+    if numbers is None or len(numbers) != len(sections):
+        distinct, numbers = np.unique(sections, return_inverse=True)
+    else:
+        _, first = np.unique(numbers, return_index=True)
+        distinct = sections[first]
+    return np.array([s.upper() for s in distinct.tolist()] or [""],
+                    dtype=str)[numbers.reshape(-1)]
+
+
+class Column(Sequence[str]):
+    """One str array of the vector table as a sequence of Python strs, each made when read:
+    ranking reads a few rows per query, and a Python str per row would cost the first
+    question time and every row memory."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, row):
+        return str(self.values[row])
+
+
+class IndexVocabulary:
+    """The tokens of an index's FTS5 index as a container, each looked up on first use and
+    kept (up to ``WORD_FORMS_CACHE``); false when the index holds no token. Raises what
+    ``Index.fts_holds`` raises when made (an SQLite without fts5vocab)."""
+
+    def __init__(self, index) -> None:
+        self.index = index
+        self._any = bool(index.fts_holds())
+        self._held: dict[str, bool] = {}
+
+    def __bool__(self) -> bool:
+        return self._any
+
+    def __contains__(self, token: object) -> bool:
+        if not isinstance(token, str) or not self._any:
+            return False
+        return kept(self._held, token, lambda: bool(self.index.fts_holds([token])),
+                    WORD_FORMS_CACHE)
 
 
 def kept(store: dict, key: Any, make: Callable[[], Any], limit: int) -> Any:
@@ -67,9 +123,9 @@ class TableCache:
     table: Any
     sections_upper: np.ndarray      # str (n,): ``sections`` as an array (whole-table masks)
     ids: np.ndarray                 # int64 (n,), ascending (the table is in id order)
-    kinds: list[str]                # per row, as Python lists: scalar access in the ranking loop
-    sections: list[str]             # upper case
-    titles: list[str]
+    kinds: Column                   # per row, each a Python str when read (the ranking loop)
+    sections: Column                # upper case
+    titles: Column
     # int64 (n,) per row: its file's number (empty when the table has no paths)
     file_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     preload: bool = False
@@ -90,7 +146,7 @@ class TableCache:
     # from several at once.
     _bm25: Bm25 | None | bool = field(default=None, init=False, repr=False)
     _labels: LabelBm25 | None = field(default=None, init=False, repr=False)
-    _vocabulary: frozenset[str] | None = field(default=None, init=False, repr=False)
+    _vocabulary: Container[str] | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @classmethod
@@ -100,22 +156,22 @@ class TableCache:
         file_of = np.zeros(0, dtype=np.int64)
         paths = table.paths
         if paths is not None and len(paths) == len(ids):
-            numbers: dict[str, int] = {}
-            file_of = np.fromiter(
-                (numbers.setdefault(str(p), len(numbers)) for p in np.asarray(paths).tolist()),
-                dtype=np.int64, count=len(ids))
-        # str.upper, never np.char.upper: that one keeps the array's width and cuts a name
-        # whose upper case is longer ("Straße" -> "STRASS" when it is the longest).
-        sections = [str(x).upper() for x in np.asarray(table.sections).tolist()]
+            file_of = table.path_numbers
+            if file_of is None or len(file_of) != len(ids):
+                numbers: dict[str, int] = {}
+                file_of = np.fromiter(
+                    (numbers.setdefault(str(p), len(numbers)) for p in np.asarray(paths).tolist()),
+                    dtype=np.int64, count=len(ids))
+        sections_upper = _upper(np.asarray(table.sections), table.section_numbers)
         return cls(
             index=index,
             table=table,
-            sections_upper=np.array(sections, dtype=str),
+            sections_upper=sections_upper,
             ids=ids,
-            kinds=[str(x) for x in np.asarray(table.kinds).tolist()],
-            sections=sections,
-            titles=([str(x) for x in np.asarray(table.titles).tolist()]
-                    if table.titles is not None else []),
+            kinds=Column(np.asarray(table.kinds)),
+            sections=Column(sections_upper),
+            titles=Column(np.asarray(table.titles)) if table.titles is not None else Column(
+                np.zeros(0, dtype=str)),
             file_of=file_of,
             preload=preload,
         )
@@ -152,28 +208,42 @@ class TableCache:
         return self._bm25 or None
 
     def labels(self) -> LabelBm25 | None:
-        """The label field (file name, section, title of every row) as BM25; None when the
-        table has no paths or titles."""
+        """The label field (file name, section, title of every row) as BM25: from the
+        statistics the index stored at write time (``StoredLabelBm25``), or built from the
+        table's labels by a preloading retriever of a small table (``LABELS_IN_MEMORY``) and
+        when the index cannot give them; None when the table has no paths or titles."""
         if self._labels is None and self.file_of.size and len(self.titles) == len(self.ids):
             with self._lock:
                 if self._labels is None:
-                    paths = np.asarray(self.table.paths).tolist()
-                    sections = np.asarray(self.table.sections).tolist()
-                    self._labels = LabelBm25([
-                        f"{_file_stem(p)} {sec} {title}"
-                        for p, sec, title in zip(paths, sections, self.titles)])
+                    in_memory = self.preload and self.ids.size <= LABELS_IN_MEMORY
+                    self._labels = (None if in_memory else self._stored_labels()) or LabelBm25([
+                        label_text(p, sec, title) for p, sec, title in zip(
+                            np.asarray(self.table.paths).tolist(),
+                            np.asarray(self.table.sections).tolist(), self.titles)])
         return self._labels
 
-    def vocabulary(self) -> frozenset[str]:
-        """Every token of this generation's FTS5 index, read once (empty when FTS5 cannot list
-        it: then the coverage rule looks up no words). A preloaded ``Bm25`` already holds it."""
+    def _stored_labels(self) -> StoredLabelBm25 | None:
+        """``StoredLabelBm25`` of this table; None (logged) when the index cannot give it."""
+        try:
+            return StoredLabelBm25(self.index, self.ids)
+        except Exception as exc:  # e.g. a label missing: never rank without one
+            log.warning("stored label statistics unavailable (%s); building them from the "
+                        "vector table", exc)
+            return None
+
+    def vocabulary(self) -> Container[str]:
+        """The tokens of this generation's FTS5 index, as a container (empty when FTS5 cannot
+        list them: then the coverage rule looks up no words). A preloaded ``Bm25`` already
+        holds them all; otherwise each token is looked up in the index when first asked
+        about (``IndexVocabulary``): reading every token costs the first question more than
+        its few look-ups."""
         if self._vocabulary is None:
             bm25 = self.bm25()
             preloaded = bm25.vocabulary if bm25 is not None else None
             with self._lock:
                 if self._vocabulary is None:
                     try:
-                        self._vocabulary = (self.index.fts_vocabulary() if preloaded is None
+                        self._vocabulary = (IndexVocabulary(self.index) if preloaded is None
                                             else preloaded)
                     except Exception as exc:  # e.g. an SQLite without fts5vocab
                         log.warning("index vocabulary unavailable (%s); coverage uses the "
@@ -233,8 +303,3 @@ class TableCache:
                 yield h
             start, stop = stop, stop * 2
 
-
-def _file_stem(path: str) -> str:
-    """A file's name without folders and extensions: ``docs/turn-howto.md`` -> ``turn-howto``."""
-    name = path.rsplit("/", 1)[-1]
-    return name.split(".", 1)[0] if not name.startswith(".") else name

@@ -264,7 +264,8 @@ class LabelBm25:
 
     Tokens are ``varaverk.text.label_tokens`` (underscores and dots split, so
     ``max_upload_size`` also matches "upload size"), ``varaverk.text.STOPWORDS`` removed;
-    k1 = 1.2, b = 0.75 as in ``Bm25``.
+    k1 = 1.2, b = 0.75 as in ``Bm25``. An index's labels are stored tokenized at write time:
+    ``StoredLabelBm25`` reads the same statistics from it and gives the same scores.
 
     Args:
         labels: one string per row, aligned with the vector table.
@@ -280,35 +281,115 @@ class LabelBm25:
                 counts = postings.setdefault(t, {})
                 counts[row] = counts.get(row, 0) + 1
         self.n = len(labels)
-        avg = float(lengths.mean()) if self.n and lengths.sum() else 1.0
-        norm = K1 * (1 - B + B * lengths / avg)
+        norm = _label_norm(lengths)
         # Every token's rows and each row's BM25 term weight, computed once per table in one
-        # pass over all postings (the float64 operations a query did per token, in the same
-        # order, so scores are unchanged); a token maps to its slice of the flat arrays.
+        # pass over all postings; a token maps to its slice of the flat arrays.
         counts = list(postings.values())
         sizes = np.fromiter(map(len, counts), dtype=np.int64, count=len(counts))
         rows = np.fromiter((r for c in counts for r in c), dtype=np.int64, count=int(sizes.sum()))
         tf = np.fromiter((f for c in counts for f in c.values()), dtype=np.float64,
                          count=rows.size)
-        idf = np.repeat([math.log((self.n - size + 0.5) / (size + 0.5) + 1.0)
-                         for size in sizes.tolist()], sizes)
+        idf = np.repeat([_label_idf(self.n, size) for size in sizes.tolist()], sizes)
         self._rows = rows
-        self._weights = idf * tf * (K1 + 1) / (tf + norm[rows])
+        self._weights = _label_weights(idf, tf, norm[rows])
         ends = np.cumsum(sizes).tolist()
         self._postings = dict(zip(postings, zip([0] + ends[:-1], ends)))
+
+    def _term(self, token: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(rows int64 ascending, BM25 term weights float64) of one token; None when no
+        label holds it."""
+        where = self._postings.get(token)
+        if where is None:
+            return None
+        start, end = where
+        return self._rows[start:end], self._weights[start:end]
 
     def score(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """(rows int64 ascending, scores float64) of the rows whose label holds a query token;
         each distinct query token counts once, its weights added in the order the tokens
         first occur. Empty arrays when none does."""
-        postings = self._postings
-        distinct: dict[str, tuple[int, int]] = {}   # token -> its slice, first occurrence first
+        seen: set[str] = set()
+        found = []
         for t in label_tokens(text):
-            # Stop words never reach the postings, so they need no test of their own.
-            if t in postings and len(t) > 1 and t not in distinct:
-                distinct[t] = postings[t]
-        found = list(distinct.values())
+            if len(t) > 1 and t not in seen and t not in STOPWORDS:
+                seen.add(t)
+                term = self._term(t)
+                if term is not None:
+                    found.append(term)
         if not found:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
-        return summed_by_row([self._rows[start:end] for start, end in found],
-                             [self._weights[start:end] for start, end in found], self.n)
+        return summed_by_row([rows for rows, _ in found], [w for _, w in found], self.n)
+
+
+class StoredLabelBm25(LabelBm25):
+    """``LabelBm25`` of a vector table from the label statistics its index stored at write
+    time (``Index.label_lengths``, ``Index.label_postings``): opening reads one length per row,
+    and each query token's rows are read on first use and kept. The same floats in the same
+    order as ``LabelBm25`` over the table's labels, so scores are bit-identical.
+
+    Args:
+        index: an open ``varaverk.index.store.index.Index``.
+        ids: int64 (n,), the vector table's chunk ids, ascending (its rows).
+
+    Raises ValueError when the stored labels do not cover every row (the caller builds a
+    ``LabelBm25`` from the table instead).
+    """
+
+    def __init__(self, index, ids: np.ndarray) -> None:
+        self.index = index
+        self.ids = ids
+        self.n = int(ids.size)
+        stored, counts = index.label_lengths()
+        pos = np.searchsorted(stored, ids)
+        if self.n and (pos.max() >= stored.size or (stored[pos] != ids).any()):
+            raise ValueError("the index holds no stored label for some chunks")
+        self._norm = _label_norm(counts[pos].astype(np.float64))
+        self._terms: dict[str, tuple[np.ndarray, np.ndarray] | None] = {}
+
+    def _term(self, token: str) -> tuple[np.ndarray, np.ndarray] | None:
+        found = self._terms.get(token, _UNREAD)
+        if found is _UNREAD:
+            found = self._read_term(token)
+            if len(self._terms) >= MAX_LABEL_TERMS:
+                self._terms.clear()
+            self._terms[token] = found
+        return found
+
+    def _read_term(self, token: str) -> tuple[np.ndarray, np.ndarray] | None:
+        if not self.n:
+            return None
+        docs = self.index.label_postings(token)
+        rows = np.searchsorted(self.ids, docs)
+        if rows.size:
+            np.minimum(rows, self.n - 1, out=rows)
+            rows = rows[self.ids[rows] == docs]   # rows of the table only
+        if not rows.size:
+            return None
+        rows, tf = _runs(rows)
+        weights = _label_weights(_label_idf(self.n, rows.size), tf, self._norm[rows])
+        for a in (rows, weights):
+            a.flags.writeable = False
+        return rows, weights
+
+
+# Query tokens whose label rows a ``StoredLabelBm25`` keeps before it starts afresh.
+MAX_LABEL_TERMS = 20000
+_UNREAD = object()
+
+
+def _label_norm(lengths: np.ndarray) -> np.ndarray:
+    """float64 (n,): the part of a label's BM25 denominator that depends on its length alone,
+    ``k1 · (1 − b + b · |L| / avg |L|)`` (avg 1.0 for an empty table or empty labels)."""
+    avg = float(lengths.mean()) if lengths.size and lengths.sum() else 1.0
+    return K1 * (1 - B + B * lengths / avg)
+
+
+def _label_idf(n: int, size: int) -> float:
+    """The label field's IDF of a token held by ``size`` of ``n`` labels (always > 0)."""
+    return math.log((n - size + 0.5) / (size + 0.5) + 1.0)
+
+
+def _label_weights(idf, tf: np.ndarray, norm: np.ndarray) -> np.ndarray:
+    """float64: ``idf · tf · (k1 + 1) / (tf + norm)`` per element (idf a float or an array
+    aligned with ``tf``), in this order of operations (both label classes use it)."""
+    return idf * tf * (K1 + 1) / (tf + norm)

@@ -49,26 +49,33 @@ def search(conn: sqlite3.Connection, expr: str, limit: int) -> list[tuple[int, f
     return [(int(r[0]), -float(r[1])) for r in rows]
 
 
-def doc_lengths(conn: sqlite3.Connection) -> tuple["np.ndarray", "np.ndarray"]:
+# Columns of each FTS5 table (``schema``): a docsize row holds one varint per column.
+COLUMNS = {"chunks_fts": 2, "labels_fts": 1}
+
+
+def doc_lengths(conn: sqlite3.Connection,
+                table: str = "chunks_fts") -> tuple["np.ndarray", "np.ndarray"]:
     """``(chunk ids int64, lengths int64)`` in id order: the token count of every full-text
-    row, all columns together, from FTS5's ``chunks_fts_docsize`` (one varint per column).
-    Raises ValueError on a size it cannot decode (``varint_row_sums``)."""
+    row, all columns together, from FTS5's ``{table}_docsize`` (one varint per column,
+    ``COLUMNS``). Raises ValueError on sizes it cannot decode (``varint_values``)."""
     import numpy as np
 
-    ids, sizes, blobs = conn.execute(
-        "SELECT group_concat(id), group_concat(length(sz)), group_concat(hex(sz), '') "
-        "FROM (SELECT id, sz FROM chunks_fts_docsize ORDER BY id)").fetchone()
+    ids, blobs = conn.execute(
+        "SELECT group_concat(id), group_concat(hex(sz), '') "
+        f"FROM (SELECT id, sz FROM {table}_docsize ORDER BY id)").fetchone()
     if not ids:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    lengths = varint_row_sums(bytes.fromhex(blobs),
-                              np.fromstring(sizes, dtype=np.int64, sep=","))
-    return np.fromstring(ids, dtype=np.int64, sep=","), lengths
+    ids = np.fromstring(ids, dtype=np.int64, sep=",")
+    values = varint_values(bytes.fromhex(blobs))
+    if values.size != ids.size * COLUMNS[table]:
+        raise ValueError(f"{values.size} FTS5 document sizes for {ids.size} rows of {table}")
+    return ids, values.reshape(ids.size, COLUMNS[table]).sum(axis=1)
 
 
-def varint_row_sums(data: bytes, sizes: "np.ndarray") -> "np.ndarray":
-    """Per row, the sum of the SQLite varints (big-endian, 7 bits a byte, high bit set on all
-    but the last) in ``data``: the rows' blobs back to back, ``sizes`` bytes each. int64
-    (rows,). Raises ValueError on a truncated varint or one of 9 bytes (over 2^56: no count)."""
+def varint_values(data: bytes) -> "np.ndarray":
+    """int64: the SQLite varints (big-endian, 7 bits a byte, high bit set on all but the
+    last) back to back in ``data``. Raises ValueError on a truncated varint or one of 9
+    bytes (over 2^56: no count)."""
     import numpy as np
 
     b = np.frombuffer(data, dtype=np.uint8)
@@ -80,7 +87,18 @@ def varint_row_sums(data: bytes, sizes: "np.ndarray") -> "np.ndarray":
     after = ends[varint] - np.arange(b.size)    # bytes after it in that varint
     if after.max() > 7:
         raise ValueError("9-byte varint in FTS5 document sizes")
-    values = np.bincount(varint, weights=(b & 0x7F).astype(np.int64) << (7 * after))
+    return np.bincount(varint, weights=(b & 0x7F).astype(np.int64) << (7 * after),
+                       minlength=ends.size).astype(np.int64)
+
+
+def varint_row_sums(data: bytes, sizes: "np.ndarray") -> "np.ndarray":
+    """Per row, the sum of the SQLite varints (``varint_values``) in ``data``: the rows' blobs
+    back to back, ``sizes`` bytes each. int64 (rows,). Raises ValueError as
+    ``varint_values`` does."""
+    import numpy as np
+
+    values = varint_values(data)
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) < 0x80)
     rows = np.searchsorted(np.cumsum(sizes), ends, side="right")
     return np.bincount(rows, weights=values, minlength=sizes.size).astype(np.int64)
 
@@ -88,30 +106,48 @@ def varint_row_sums(data: bytes, sizes: "np.ndarray") -> "np.ndarray":
 def vocabulary(conn: sqlite3.Connection) -> frozenset[str]:
     """Every token the full-text index holds, from an ``fts5vocab`` row table made in the
     connection's temp schema (so a read-only index works too)."""
-    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_row "
-                 "USING fts5vocab(main, chunks_fts, row)")
+    _create_row_table(conn)
     return frozenset(r[0] for r in conn.execute("SELECT term FROM temp.chunks_fts_row"))
 
 
-def create_instance_table(conn: sqlite3.Connection) -> None:
-    """Make the ``fts5vocab`` instance table over ``chunks_fts`` that ``postings`` and
+def held_tokens(conn: sqlite3.Connection, tokens: list[str]) -> set[str]:
+    """Those of ``tokens`` the full-text index holds (``vocabulary`` for a few tokens: a
+    look-up each in the ``fts5vocab`` row table, which FTS5 answers from its term index)."""
+    _create_row_table(conn)
+    return {t for t in tokens if conn.execute(
+        "SELECT 1 FROM temp.chunks_fts_row WHERE term = ?", (t,)).fetchone()}
+
+
+def holds_any_token(conn: sqlite3.Connection) -> bool:
+    """Whether the full-text index holds any token (``vocabulary`` is not empty)."""
+    _create_row_table(conn)
+    return conn.execute("SELECT 1 FROM temp.chunks_fts_row LIMIT 1").fetchone() is not None
+
+
+def _create_row_table(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_row "
+                 "USING fts5vocab(main, chunks_fts, row)")
+
+
+def create_instance_table(conn: sqlite3.Connection, table: str = "chunks_fts") -> None:
+    """Make the ``fts5vocab`` instance table over ``table`` that ``postings`` and
     ``all_postings`` read, in the connection's temp schema (so a read-only index works too)."""
-    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_instance "
-                 "USING fts5vocab(main, chunks_fts, instance)")
+    conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_instance "
+                 f"USING fts5vocab(main, {table}, instance)")
 
 
-def postings(conn: sqlite3.Connection, token: str,
-             positions: bool = False) -> tuple["np.ndarray", ...]:
+def postings(conn: sqlite3.Connection, token: str, positions: bool = False,
+             table: str = "chunks_fts") -> tuple["np.ndarray", ...]:
     """Every occurrence of one token in chunk id order: ``(chunk ids,)`` int64, with
     ``positions`` also the column number (0 context, 1 text) and the token offset within that
-    column. Needs ``create_instance_table``."""
+    column (``chunks_fts`` only). Needs ``create_instance_table`` for ``table``."""
     import numpy as np
 
     cols = ["group_concat(doc)"]
     if positions:
         cols += ["group_concat(CASE col WHEN 'context' THEN 0 ELSE 1 END)",
                  "group_concat(offset)"]
-    row = conn.execute(f"SELECT {', '.join(cols)} FROM temp.chunks_fts_instance "
+    row = conn.execute(f"SELECT {', '.join(cols)} FROM temp.{table}_instance "
                        "WHERE term = ?", (token,)).fetchone()
     return tuple(np.fromstring(v, dtype=np.int64, sep=",") if v else
                  np.zeros(0, dtype=np.int64) for v in row)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 from urllib.parse import quote
 
-from varaverk.index.store import fts
+from varaverk.index.store import fts, labels
 from varaverk.index.store import summaries as summary_rows
 from varaverk.index.store.compatibility import check_compatible
 from varaverk.index.store.contents import contents
@@ -30,7 +30,7 @@ from varaverk.index.store.errors import IndexCorrupt, IndexDamaged, IndexMissing
 from varaverk.index.store.health import quick_check
 from varaverk.index.store.records import FileState, IndexChanges
 from varaverk.index.store.schema import SCHEMA_VERSION, migrate, pending_migrations
-from varaverk.index.store.vectors import VECTOR_ROWS, VectorTable, vector_table
+from varaverk.index.store.vectors import VectorTable, read_vector_table
 from varaverk.index.store.writes import apply_changes
 from varaverk.text import fts_query
 
@@ -163,8 +163,9 @@ class Index:
     def vector_table(self) -> VectorTable:
         """All usable vectors as one contiguous float32 matrix (see ``VectorTable``).
 
-        One query fetches every BLOB; rows whose BLOB is not ``dimension`` float32 values, or
-        whose vector is zero or non-finite, are excluded (``vectors.vector_table``). Cached
+        One query reads every BLOB into the matrix; rows whose BLOB is not ``dimension``
+        float32 values, or whose vector is zero or non-finite, are excluded
+        (``vectors.read_vector_table``). Cached
         until the index's generation changes, so repeated searches in one process do not
         reload.
         """
@@ -173,9 +174,7 @@ class Index:
             if self._vectors is not None and self._vectors_generation == gen:
                 return self._vectors
             meta = self.meta()
-            rows = self._conn.execute(VECTOR_ROWS).fetchall()
-        table = vector_table(rows, meta)
-        with self._lock:
+            table = read_vector_table(self._conn, meta)
             self._vectors, self._vectors_generation = table, gen
         return table
 
@@ -259,6 +258,16 @@ class Index:
             return fts.vocabulary(self._conn)
 
     @_guarded
+    def fts_holds(self, tokens: Sequence[str] | None = None) -> set[str] | bool:
+        """Those of ``tokens`` (lower case, as the tokenizer makes them) the full-text index
+        holds: ``fts_vocabulary`` for a few tokens, without reading every one. Without
+        ``tokens``: whether it holds any token at all."""
+        with self._lock:
+            if tokens is None:
+                return fts.holds_any_token(self._conn)
+            return fts.held_tokens(self._conn, list(tokens))
+
+    @_guarded
     def fts_postings(self, token: str, positions: bool = False) -> tuple["np.ndarray", ...]:
         """Every occurrence of one indexed token, in chunk id order.
 
@@ -291,6 +300,20 @@ class Index:
         with self._lock:
             self._instance_table()
             return fts.all_postings(self._conn)
+
+    @_guarded
+    def label_lengths(self) -> tuple["np.ndarray", "np.ndarray"]:
+        """``(chunk ids int64, label token counts int64)`` in id order: each chunk's label
+        length, as stored at write time (``varaverk.index.store.labels``)."""
+        with self._lock:
+            return labels.lengths(self._conn)
+
+    @_guarded
+    def label_postings(self, token: str) -> "np.ndarray":
+        """int64: the chunk id of every occurrence of one label token (lower case, as
+        ``varaverk.text.label_tokens`` makes them), in chunk id order."""
+        with self._lock:
+            return labels.postings(self._conn, token)
 
     def _instance_table(self) -> None:
         """Make the ``fts5vocab`` instance table once per connection; caller holds the lock."""

@@ -2,7 +2,8 @@
 
 Migrations are applied in order, each once, and recorded in
 ``schema_migrations(version, name, applied_at)`` (UTC, ISO 8601); the file's schema version is
-the newest applied (``SCHEMA_VERSION``). After them the file holds:
+the newest applied (``SCHEMA_VERSION``); a migration whose values need Python has a step run
+right after its script (``BACKFILLS``). After them the file holds:
 
 * ``meta(key, value)``, text values: the vectors' provenance (``embed_backend``,
   ``embed_model``, ``embed_dimension``), the embedder the settings named (``config_backend``,
@@ -25,12 +26,15 @@ the newest applied (``SCHEMA_VERSION``). After them the file holds:
   1..n), ``meta`` as JSON, ``keywords`` the lexical-only words (tags, aliases) joined by
   spaces, never embedded. ``vec`` is the embedding as a little-endian float32 BLOB
   (``4 * dimension`` bytes), L2-normalised, so cosine similarity is a dot product
-  (``varaverk.index.store.vectors``). Indexed by ``path`` and by ``source``.
+  (``varaverk.index.store.vectors``). Indexed by ``path`` and by ``source``. ``label`` holds
+  the label field's tokens (file stem, section, title; ``varaverk.index.store.labels``).
 * ``chunks_fts``: FTS5 over the view ``chunks_fts_content(id, context, text)``, whose
   ``context`` is a chunk's context followed by its keywords (external content, kept in step by
   triggers on ``chunks``). The tokenizer (``FTS_TOKENIZE``) keeps ``_`` inside words, so
   ``MOVER_STOP_TIMEOUT`` is one token; ``-`` separates, and a quoted query word becomes a
   phrase, so ``--force-delete`` still matches exactly those words in that order.
+* ``labels_fts``: FTS5 over ``chunks.label`` (external content, kept in step by triggers on
+  insert and delete; a label never changes in place): the label BM25's lengths and postings.
 * ``summaries(path, sha256, model, made_at, text)``: one short summary per stored file
   (``varaverk.index.store.summaries``), made from the content whose hash is ``sha256`` by
   ``model`` (``extractive`` or ``backend/model``) at ``made_at`` (UTC, ISO 8601). Kept apart
@@ -43,9 +47,10 @@ from __future__ import annotations
 import datetime
 import sqlite3
 
+from varaverk.index.store import labels
 from varaverk.index.store.errors import IndexCorrupt
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
 
 # What FTS5 indexes as a chunk's context column: the context, then its keywords (if any).
@@ -139,9 +144,30 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         ALTER TABLE files ADD COLUMN inode INTEGER NOT NULL DEFAULT -1;
         ALTER TABLE files ADD COLUMN device INTEGER NOT NULL DEFAULT -1;
     """),
+    # The label field's statistics stored at write time (``labels``): opening a large index
+    # reads them instead of tokenizing every label. chunks_au now fires only for the columns
+    # chunks_fts reads, so filling ``label`` (``labels.backfill``, run after this script)
+    # leaves chunks_fts alone; a label is written with its row and never updated after.
+    (4, "stored labels", f"""
+        DROP TRIGGER chunks_au;
+        CREATE TRIGGER chunks_au AFTER UPDATE OF context, text, keywords ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, context, text)
+            VALUES ('delete', old.id, {_FTS_CONTEXT.format(row="old")}, old.text);
+            INSERT INTO chunks_fts(rowid, context, text)
+            VALUES (new.id, {_FTS_CONTEXT.format(row="new")}, new.text);
+        END;
+        ALTER TABLE chunks ADD COLUMN label TEXT NOT NULL DEFAULT '';
+        CREATE VIRTUAL TABLE labels_fts USING fts5(label, content='chunks', content_rowid='id');
+        CREATE TRIGGER labels_ai AFTER INSERT ON chunks BEGIN
+            INSERT INTO labels_fts(rowid, label) VALUES (new.id, new.label);
+        END;
+        CREATE TRIGGER labels_ad AFTER DELETE ON chunks BEGIN
+            INSERT INTO labels_fts(labels_fts, rowid, label) VALUES ('delete', old.id, old.label);
+        END;
+    """),
     # Document summaries (AI_SUMMARIES): written one by one by ai-index --summaries, each in
     # its own transaction, so an interrupted pass keeps what it finished.
-    (4, "summaries", """
+    (5, "summaries", """
         CREATE TABLE summaries (
             path TEXT PRIMARY KEY,
             sha256 TEXT NOT NULL,
@@ -152,7 +178,8 @@ MIGRATIONS: list[tuple[int, str, str]] = [
     """),
 ]
 assert MIGRATIONS[-1][0] == SCHEMA_VERSION
-
+# Work a migration needs Python for, run right after its script (same transaction).
+BACKFILLS = {4: labels.backfill}
 
 
 def _now() -> str:
@@ -175,13 +202,16 @@ def migrate(conn: sqlite3.Connection) -> None:
 
     Raises IndexCorrupt when the file was written by a newer schema than this code knows.
     """
-    apply_migrations(conn, MIGRATIONS, "index", "rebuild with --force")
+    apply_migrations(conn, MIGRATIONS, "index", "rebuild with --force", BACKFILLS)
 
 
-def apply_migrations(conn: sqlite3.Connection, migrations, what: str, fix: str) -> None:
+def apply_migrations(conn: sqlite3.Connection, migrations, what: str, fix: str,
+                     backfills: dict | None = None) -> None:
     """Apply the ``(version, name, sql)`` of ``migrations`` the file lacks, in order, inside
     the caller's transaction, recording each in ``schema_migrations`` and ``meta`` (which the
-    first migration must create). Shared by every SQLite file of ours (the index, memory).
+    first migration must create); ``backfills`` maps a version to a ``fn(conn)`` run right
+    after its script. Shared by every SQLite file of ours (the index, memory), each with
+    its own migrations and backfills.
 
     Raises IndexCorrupt naming ``what`` and ``fix`` when the file was written by a newer
     schema than ``migrations`` knows.
@@ -200,6 +230,8 @@ def apply_migrations(conn: sqlite3.Connection, migrations, what: str, fix: str) 
         # executescript commits first; run the statements one by one inside our transaction.
         for statement in split_sql(sql):
             conn.execute(statement)
+        if backfills and version in backfills:
+            backfills[version](conn)
         conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, _now()))
         conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(version),))
 

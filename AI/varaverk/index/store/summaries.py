@@ -1,5 +1,5 @@
 """The ``summaries`` table: one document summary per stored file, keyed by content hash and
-model (``varaverk.index.store.schema``, migration 4).
+model (``varaverk.index.store.schema``, migration 5).
 
 A summary is *current* when its ``sha256`` equals the file row's and its ``model`` is the one
 the settings name; otherwise it is *stale* (kept, shown as such, remade by the next pass). A

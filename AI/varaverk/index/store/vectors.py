@@ -5,7 +5,7 @@ Vector validity, the one home: a vector may be stored and ranked when every valu
 and its L2 norm is finite and above ``MIN_NORM`` (a float32 vector that cannot be told from
 zero would rank as noise). Decided by ``usable_rows`` on write (``Index.write``, which refuses
 the rest; the indexer and the embedders ask ``vector_problem`` first, so that one bad vector
-fails its own chunk) and on read (``vector_table`` leaves the rest out).
+fails its own chunk) and on read (``read_vector_table`` leaves the rest out).
 
 numpy is imported only inside these functions: the no-op refresh opens the index too and
 never touches a vector.
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MIN_NORM = 1e-6
 
-# The rows ``vector_table`` is built from, in its order.
+# The rows ``read_vector_table`` is built from, in its order.
 VECTOR_ROWS = "SELECT id, kind, section, vec, title, source, path FROM chunks ORDER BY id"
 
 
@@ -41,6 +41,9 @@ class VectorTable(NamedTuple):
         sources: the chunks' source names, ``(n,)`` str array aligned with ``ids``.
         paths: the chunks' file paths, ``(n,)`` str array aligned with ``ids`` (per-file score
             aggregation).
+        path_numbers, section_numbers: int64 ``(n,)``, each row's path (section) numbered in
+            order of first appearance (the first row's is 0), when the reader made them: a
+            file's or section's rows found without comparing strings.
     """
 
     ids: "np.ndarray"
@@ -54,6 +57,8 @@ class VectorTable(NamedTuple):
     titles: "np.ndarray | None" = None
     sources: "np.ndarray | None" = None
     paths: "np.ndarray | None" = None
+    path_numbers: "np.ndarray | None" = None
+    section_numbers: "np.ndarray | None" = None
 
 
 def usable_rows(matrix: "np.ndarray") -> "np.ndarray":
@@ -127,8 +132,12 @@ def vector_blobs(vectors: list) -> tuple[list[bytes], int]:
     return [row.tobytes() for row in matrix], dim
 
 
-def vector_table(rows: list[tuple], meta: dict[str, str]) -> VectorTable:
-    """The ``VectorTable`` of ``rows`` (as ``VECTOR_ROWS`` selects them) under ``meta``.
+def read_vector_table(conn, meta: dict[str, str]) -> VectorTable:
+    """The ``VectorTable`` of the chunks ``conn`` holds (``VECTOR_ROWS``, in one read
+    transaction) under ``meta``: each vector copied straight into one preallocated float32
+    matrix as its row is read, so the BLOBs are never all held at once (nor joined); kinds,
+    sections, sources and paths numbered as they are read (a table holds few of each), and
+    their arrays made from the distinct values.
 
     Rows whose BLOB is not ``embed_dimension`` float32 values, or whose vector is zero or
     non-finite, are excluded: they can never rank, and no dot product ever runs between
@@ -138,29 +147,75 @@ def vector_table(rows: list[tuple], meta: dict[str, str]) -> VectorTable:
 
     dim = int(meta.get("embed_dimension") or 0)
     width = dim * 4
-    good = [r for r in rows if dim and len(r[3]) == width]
-    excluded = [r[0] for r in rows if not (dim and len(r[3]) == width)]
-    if good:
-        matrix = np.frombuffer(b"".join(r[3] for r in good), dtype="<f4").reshape(len(good), dim)
-        matrix = matrix.astype(np.float32, copy=False)
-        ok = usable_rows(matrix)
-        if not ok.all():
-            excluded += [good[i][0] for i in np.flatnonzero(~ok)]
-            good = [r for r, keep in zip(good, ok) if keep]
-            matrix = matrix[ok]
-        matrix = np.ascontiguousarray(matrix, dtype=np.float32)
-    else:
-        matrix = np.zeros((0, dim), dtype=np.float32)
+    ids: list[int] = []
+    excluded: list[int] = []
+    titles: list[str] = []
+    numbered = tuple(_Numbering() for _ in range(4))     # kind, section, source, path
+    kinds, sections, sources, paths = (n.number for n in numbered)
+    conn.execute("BEGIN")
+    try:
+        n = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] if dim else 0
+        matrix = np.empty((n, dim), dtype="<f4")
+        out = memoryview(matrix.reshape(-1)).cast("B")
+        at = 0
+        for cid, kind, section, vec, title, source, path in conn.execute(VECTOR_ROWS):
+            if len(vec) != width or len(ids) == n:
+                excluded.append(cid)
+                continue
+            out[at:at + width] = vec
+            at += width
+            ids.append(cid)
+            titles.append(title)
+            kinds(kind)
+            sections(section)
+            sources(source)
+            paths(path)
+    finally:
+        conn.execute("COMMIT")
+    matrix = matrix[:len(ids)]
+    keep = usable_rows(matrix)
+    if not keep.all():
+        excluded += [ids[i] for i in np.flatnonzero(~keep)]
+        matrix = matrix[keep]
+    ids_array = np.array(ids, dtype=np.int64)[keep]
+    kinds, sections, sources, paths = (n.values(keep) for n in numbered)
     return VectorTable(
-        ids=np.fromiter((r[0] for r in good), dtype=np.int64, count=len(good)),
-        matrix=matrix,
-        kinds=np.array([r[1] for r in good], dtype=str),
-        sections=np.array([r[2] for r in good], dtype=str),
+        ids=ids_array,
+        matrix=np.ascontiguousarray(matrix, dtype=np.float32),
+        kinds=kinds[0],
+        sections=sections[0],
         dimension=dim,
         backend=meta.get("embed_backend", ""),
         model=meta.get("embed_model", ""),
         excluded=tuple(sorted(excluded)),
-        titles=np.array([r[4] for r in good], dtype=str),
-        sources=np.array([r[5] for r in good], dtype=str),
-        paths=np.array([r[6] for r in good], dtype=str),
+        titles=np.array(titles, dtype=str)[keep],
+        sources=sources[0],
+        paths=paths[0],
+        path_numbers=paths[1],
+        section_numbers=sections[1],
     )
+
+
+class _Numbering:
+    """The values of one column as read, each distinct value numbered in order of first
+    appearance (``number`` per row), and the column's arrays made from them (``values``)."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, int] = {}
+        self.numbers: list[int] = []
+        known, append = self.known, self.numbers.append
+        self.number = lambda value: append(known.setdefault(value, len(known)))
+
+    def values(self, keep: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+        """``(str array, int64 numbers renumbered in order of first appearance)`` of the
+        rows ``keep`` leaves (bool, one per row read)."""
+        import numpy as np
+
+        numbers = np.array(self.numbers, dtype=np.int64)[keep]
+        distinct = np.array(list(self.known) or [""], dtype=str)
+        if not keep.all():   # a left-out row may have held a value's first appearance
+            held, first, numbers = np.unique(numbers, return_index=True, return_inverse=True)
+            order = np.argsort(first)
+            distinct = distinct[held[order]]
+            numbers = np.argsort(order)[numbers.reshape(-1)]
+        return distinct[numbers], numbers

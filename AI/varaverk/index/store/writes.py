@@ -9,6 +9,7 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 from varaverk.index.store.compatibility import check_compatible
+from varaverk.index.store.labels import chunk_label
 from varaverk.index.store.records import IndexChanges
 from varaverk.index.store.vectors import vector_blobs
 
@@ -16,8 +17,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from varaverk.documents.chunks import Chunk
 
 _INSERT_CHUNK = ("INSERT INTO chunks (path, kind, section, title, start_line, end_line, part,"
-                 " text, context, meta, vec, source, keywords)"
-                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
+                 " text, context, meta, vec, source, keywords, label)"
+                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
 _INSERT_FILE = ("INSERT OR REPLACE INTO files (path, kind, size, mtime_ns, sha256, status,"
                 " reason, chunk_count, encoding, source, ctime_ns, inode, device)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
@@ -39,7 +40,8 @@ def apply_changes(conn: sqlite3.Connection, ch: IndexChanges) -> None:
     rows = [(chunk.path, chunk.kind, chunk.section, chunk.title, chunk.start_line,
              chunk.end_line, chunk.part, chunk.text, chunk.context,
              json.dumps(chunk.meta, default=str, ensure_ascii=False), blob,
-             chunk.source, chunk_keywords(chunk))
+             chunk.source, chunk_keywords(chunk),
+             chunk_label(chunk.path, chunk.section, chunk.title))
             for (chunk, _), blob in zip(ch.new_chunks, blobs)]
     if rows:
         # Never mix: new vectors must come from the model (and length) already stored.

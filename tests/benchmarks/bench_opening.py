@@ -1,0 +1,183 @@
+"""Benchmark: the first question after opening a large index, against a floor (on demand).
+
+Run on demand (not part of the unit suite)::
+
+    python -m tests.benchmarks.bench_opening [--sizes 100000,1000000] [--rounds 5]
+        [--keep DIR]
+
+Per size, an index of n synthetic chunks (384-d unit vectors, 30-word texts, labelled like a
+homelab's docs: file names, heading trails, titles) is written straight into a new index
+file with SQL (the indexer would spend an hour embedding), then fresh processes are timed in
+turn, floor and project interleaved, ``--rounds`` of each:
+
+* **floor**: ``sqlite3`` + numpy read every vector (``SELECT vec FROM chunks ORDER BY id``)
+  into one float32 matrix and take the top 5 of one matrix-vector product: what any answer
+  over these vectors costs at least.
+* **project**: ``Index.open`` (read-only) and a ``Retriever`` (made as ``ai-query`` makes
+  its own) answering one hybrid question with the embedder replaced by a fixed query vector:
+  the vector table, the per-row arrays, BM25 and the label field, fusion and ranking.
+
+Each figure is measured inside the child from just before opening to just after the answer
+(imports excluded: ``bench_refresh`` and ``ai-query``'s start-up are about those): CPU
+seconds (steadier than wall time on a shared host) and wall seconds, medians over the rounds,
+and memory per chunk: the resident set after the answer minus before opening (``steady``)
+and the peak minus before opening (``peak``), in KB (1,000 bytes) per chunk. Targets (issue
+25): project CPU ≤ 1.5× the floor, steady memory ≤ 2.0 KB per chunk at 1M.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tests.benchmarks import load_average
+
+DIM = 384
+KINDS = ("header", "readme", "manual", "template", "doc")
+SECTIONS = ("Purpose", "Operational model", "Design principles › Locking",
+            "Operational safeguards", "Configuration › Timeouts", "Runtime modes")
+PER_FILE = 20
+QUESTION = "How long is the snapshot timeout of the backup mover by default?"
+
+
+def synthesise(path: Path, n: int) -> None:
+    """An index of ``n`` chunks at ``path``, written with SQL in batches (schema by
+    ``Index.open``; FTS5 kept in step by its triggers)."""
+    from varaverk.index.store.index import Index
+
+    Index.open(path).close()
+    rng = np.random.default_rng(2)
+    words = [f"w{i}" for i in range(3000)] + ["mover", "rsync", "snapshot", "timeout",
+                                              "backup", "restore", "port", "cache"]
+    pyrng = random.Random(3)
+    conn = sqlite3.connect(path)
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(chunks)")}
+    labelled = "label" in columns
+    if labelled:
+        from varaverk.index.store.labels import chunk_label
+    conn.execute("BEGIN")
+    batch = 20000
+    for start in range(0, n, batch):
+        m = rng.standard_normal((min(batch, n - start), DIM), dtype=np.float32)
+        m /= np.linalg.norm(m, axis=1, keepdims=True)
+        rows = []
+        for j, vec in enumerate(m):
+            i = start + j
+            f = i // PER_FILE
+            path_ = f"docs/{words[f % 97]}/{words[f % 3001]}-{f}-guide.md"
+            section = SECTIONS[i % len(SECTIONS)]
+            title = f"{pyrng.choice(words)} {pyrng.choice(words)} {i}"
+            text = " ".join(pyrng.choice(words) for _ in range(30))
+            row = [path_, KINDS[f % 5], section, title, i % PER_FILE * 5 + 1,
+                   i % PER_FILE * 5 + 4, 0, text, f"{path_} › {section}", "{}",
+                   vec.astype("<f4").tobytes(), "repo", ""]
+            if labelled:
+                row.append(chunk_label(path_, section, title))
+            rows.append(row)
+        names = ("path, kind, section, title, start_line, end_line, part, text, context, meta,"
+                 " vec, source, keywords" + (", label" if labelled else ""))
+        conn.executemany(f"INSERT INTO chunks ({names}) VALUES "
+                         f"({','.join('?' * len(rows[0]))})", rows)
+    files = (n + PER_FILE - 1) // PER_FILE
+    conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [
+        ("embed_backend", "bench"), ("embed_model", "fixed"), ("embed_dimension", str(DIM)),
+        ("generation", "1"), ("chunks", str(n)), ("files", str(files))])
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def _rss() -> int:
+    """Resident set of this process now, bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+
+def child(kind: str, path: str) -> dict:
+    """Run one measured opening in this process: ``floor`` or ``project``."""
+    q = np.random.default_rng(4).standard_normal(DIM).astype(np.float32)
+    q /= np.linalg.norm(q)
+    if kind == "project":
+        from varaverk.config import Settings
+        from varaverk.index.store.index import Index
+        from varaverk.retrieval.search import Retriever
+        from tests.benchmarks.bench_scoring import FixedEmbedder
+        settings = Settings(ai_data_dir=Path(path).parent)
+    before = _rss()
+    cpu, wall = time.process_time(), time.perf_counter()
+    if kind == "floor":
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        rows = conn.execute("SELECT vec FROM chunks ORDER BY id").fetchall()
+        matrix = np.frombuffer(b"".join(r[0] for r in rows), dtype="<f4").reshape(-1, DIM)
+        del rows
+        scores = matrix @ q
+        found = np.argpartition(-scores, 5)[:5].tolist()
+    else:
+        index = Index.open(path, readonly=True)
+        found = [h.chunk.id for h in Retriever(settings, index, FixedEmbedder(q)).search(
+            QUESTION, 5)]
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"cpu": cpu, "wall": wall, "steady": _rss() - before, "peak": peak - before,
+            "found": len(found)}
+
+
+def measure(kind: str, path: Path) -> dict:
+    out = subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_opening", "--child",
+                          kind, str(path)], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="100000")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--keep", type=Path, help="folder to keep (and reuse) the synthetic indexes")
+    p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(*args.child)))
+        return 0
+    print("| chunks | floor CPU s | project CPU s | ratio | floor wall s | project wall s |"
+          " project KB/chunk steady, peak | floor KB/chunk steady, peak | load avg |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.keep or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        for n in [int(s) for s in args.sizes.split(",")]:
+            path = folder / f"opening-{n}.sqlite"
+            if not path.exists():
+                t = time.perf_counter()
+                synthesise(path, n)
+                print(f"(index of {n} chunks written in {time.perf_counter() - t:.0f} s)",
+                      flush=True)
+            runs: dict[str, list[dict]] = {"floor": [], "project": []}
+            for _ in range(args.rounds):
+                for kind in runs:
+                    runs[kind].append(measure(kind, path))
+
+            def med(kind: str, key: str) -> float:
+                return statistics.median(r[key] for r in runs[kind])
+
+            def kb(kind: str) -> str:
+                return f"{med(kind, 'steady') / n / 1000:.2f}, {med(kind, 'peak') / n / 1000:.2f}"
+            ratio = med("project", "cpu") / med("floor", "cpu")
+            print(f"| {n} | {med('floor', 'cpu'):.2f} | {med('project', 'cpu'):.2f} |"
+                  f" {ratio:.2f} (≤ 1.5: {'ok' if ratio <= 1.5 else 'MISSED'}) |"
+                  f" {med('floor', 'wall'):.2f} | {med('project', 'wall'):.2f} | {kb('project')} |"
+                  f" {kb('floor')} | {load_average()} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

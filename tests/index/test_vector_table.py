@@ -1,0 +1,104 @@
+"""The vector table read into one matrix (varaverk.index.store.vectors.read_vector_table) on
+real SQLite files: unusable rows left out wherever they sit, the numbered columns still
+aligned with the rows kept, and FTS5 document sizes that cannot be decoded refused."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from varaverk.documents.chunks import Chunk
+from varaverk.index.store import fts
+from varaverk.index.store.index import Index
+from varaverk.index.store.records import FileRow, IndexChanges
+from varaverk.retrieval.caches import TableCache
+
+
+def _rows(n: int) -> list[tuple[Chunk, np.ndarray]]:
+    m = np.random.default_rng(3).standard_normal((n, 4)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    return [(Chunk(path=f"f{i % 3}.md", kind=("doc", "note")[i % 2], section=f"Sec {i % 4}",
+                   title=f"T{i}", start_line=i + 1, end_line=i + 1, text=f"t{i}",
+                   context="c"), m[i]) for i in range(n)]
+
+
+def _insert(path, section: str, file: str, vec: bytes) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO chunks (path, kind, section, title, start_line, end_line, text,"
+                 " context, vec) VALUES (?, 'odd', ?, 'T', 1, 1, 't', 'c', ?)",
+                 (file, section, vec))
+    conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
+    conn.commit()
+    conn.close()
+
+
+def test_unusable_rows_are_left_out_and_the_numbered_columns_stay_aligned(tmp_path):
+    path = tmp_path / "index.sqlite"
+    rows = _rows(9)
+    with Index.open(path) as index:
+        index.write(IndexChanges(new_chunks=rows[:4], embedder=("t", "m", 4), file_rows=[
+            FileRow(p, "doc", 1, 1, "x", "indexed") for p in ("f0.md", "f1.md", "f2.md")]))
+    # The first row of their path and section each: a wrong length, a zero vector.
+    _insert(path, "Only here", "lost.md", np.ones(3, "<f4").tobytes())
+    _insert(path, "Zero", "zero.md", np.zeros(4, "<f4").tobytes())
+    with Index.open(path) as index:
+        index.write(IndexChanges(new_chunks=rows[4:], embedder=("t", "m", 4)))
+        table = index.vector_table()
+        conn = sqlite3.connect(path)
+        stored = conn.execute("SELECT id, kind, section, title, source, path, vec FROM chunks "
+                              "ORDER BY id").fetchall()
+        conn.close()
+    good = [r for r in stored if r[5] not in ("lost.md", "zero.md")]
+    assert table.excluded == tuple(r[0] for r in stored if r[5] in ("lost.md", "zero.md"))
+    assert table.ids.tolist() == [r[0] for r in good]
+    assert table.kinds.tolist() == [r[1] for r in good]
+    assert table.sections.tolist() == [r[2] for r in good]
+    assert table.titles.tolist() == [r[3] for r in good]
+    assert table.sources.tolist() == [r[4] for r in good]
+    assert table.paths.tolist() == [r[5] for r in good]
+    np.testing.assert_array_equal(table.matrix, np.stack([np.frombuffer(r[6], "<f4")
+                                                          for r in good]))
+    # Numbers in order of first appearance among the rows kept.
+    first: dict[str, int] = {}
+    assert table.path_numbers.tolist() == [first.setdefault(r[5], len(first)) for r in good]
+    first = {}
+    assert table.section_numbers.tolist() == [first.setdefault(r[2], len(first)) for r in good]
+    cache = TableCache.of(None, table)
+    assert cache.file_of.tolist() == table.path_numbers.tolist()
+    assert cache.sections_upper.tolist() == [r[2].upper() for r in good]
+    assert [cache.sections[i] for i in range(len(good))] == [r[2].upper() for r in good]
+    assert type(cache.titles[0]) is str and cache.titles[len(good) - 1] == good[-1][3]
+
+
+def test_an_index_without_chunks_reads_an_empty_table(tmp_path):
+    with Index.open(tmp_path / "index.sqlite") as index:
+        index.write(IndexChanges(embedder=("t", "m", 4)))
+        table = index.vector_table()
+        assert table.matrix.shape[0] == table.ids.size == table.kinds.size == 0
+        cache = TableCache.of(index, table)
+        assert cache.sections_upper.size == len(cache.titles) == 0
+
+
+def test_upper_case_sections_keep_their_full_length(tmp_path):
+    # "ß" upper-cases to "SS": np.char.upper would cut it to the array's width.
+    with Index.open(tmp_path / "index.sqlite") as index:
+        rows = [(replace(c, section=s), v) for (c, v), s in zip(_rows(2), ("Straße", "Port"))]
+        index.write(IndexChanges(new_chunks=rows, embedder=("t", "m", 4)))
+        cache = TableCache.of(index, index.vector_table())
+        assert cache.sections_upper.tolist() == ["STRASSE", "PORT"]
+
+
+def test_document_sizes_of_the_wrong_count_are_refused(tmp_path):
+    with Index.open(tmp_path / "index.sqlite") as index:
+        index.write(IndexChanges(new_chunks=_rows(3), embedder=("t", "m", 4)))
+    conn = sqlite3.connect(tmp_path / "index.sqlite")
+    ids, lengths = fts.doc_lengths(conn)
+    assert ids.size == 3 and (lengths > 0).all()
+    conn.execute("UPDATE chunks_fts_docsize SET sz = x'010203' WHERE id = ?",
+                 (int(ids[0]),))   # three columns' sizes in a table of two
+    with pytest.raises(ValueError, match="7 FTS5 document sizes for 3 rows"):
+        fts.doc_lengths(conn)
+    conn.close()
