@@ -93,6 +93,8 @@ def split_list(raw: str) -> list[str]:
 SECRET_KEYS = frozenset({"AI_OPENAI_API_KEY", "AI_DOCK_TOKEN", "AI_FLEET_TOKEN"})
 EMBED_BACKENDS = ("local", "ollama", "openai")
 GEN_BACKENDS = ("ollama", "openai")
+# AI_SUMMARIES: none, the extractive summary (no model), or the generation model's.
+SUMMARY_MODES = ("off", "extractive", "model")
 # How memory digests a triplet: by the generation model (extractive while it fails), or
 # extractively only (sentences as facts; never calls a model).
 MEMORY_DIGESTS = ("model", "extractive")
@@ -113,6 +115,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "ai_dock_max_streams": (1, 4096),
     "ai_dock_turn_retain_hours": (0.01, 8760),
     "ai_chat_history_max": (1, 1_000_000),
+    "ai_summary_seconds": (0, 86400),
+    "ai_summary_verbatim_docs": (1, 1000),
     "ai_memory_budget": (50, 100_000),
 }
 # Keys other than settings that Varaverk itself reads: not worth a "did you mean" warning.
@@ -226,6 +230,14 @@ class Settings:
     # Run evidence (troubleshoot): the jobs whose last runs are reported, and their status files.
     ai_run_jobs: tuple[str, ...] = ()
     ai_run_status_dir: Path | None = None  # None: only <job>.log under the log dirs is read
+    # Document summaries (varaverk.summaries): off, extractive or model; made by
+    # ai-index --summaries within ai_summary_seconds per run (0: no bound).
+    ai_summaries: str = "off"
+    ai_summary_seconds: float = 600.0
+    # In answers, documents beyond this many go to the model as their summaries.
+    ai_summary_verbatim_docs: int = 3
+    # Embed (and index lexically) each chunk with its document's title and first sentence.
+    ai_contextual_chunks: bool = False
     # Long-term memory (varaverk.memory): off unless asked for; its own file under AI_DATA_DIR.
     ai_memory_enabled: bool = False
     ai_memory_budget: int = 600  # tokens of recalled memory in one prompt
@@ -368,12 +380,19 @@ def load_settings(config_path: str | os.PathLike | None = None,
     if settings.ai_gen_backend not in GEN_BACKENDS:
         raise ConfigError(f"AI_GEN_BACKEND: expected one of {', '.join(GEN_BACKENDS)}, "
                           f"got {settings.ai_gen_backend!r}")
+    check_choice("AI_SUMMARIES", settings.ai_summaries, SUMMARY_MODES)
     if settings.ai_memory_digest not in MEMORY_DIGESTS:
         raise ConfigError(f"AI_MEMORY_DIGEST: expected one of {', '.join(MEMORY_DIGESTS)}, "
                           f"got {settings.ai_memory_digest!r}")
     check_embed_model(settings.ai_embed_backend, settings.ai_embed_model)
     check_ranges(settings)
     return settings
+
+
+def check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:
+    """Raise ConfigError naming ``key`` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ConfigError(f"{key}: expected one of {', '.join(choices)}, got {value!r}")
 
 
 def check_ranges(settings: Settings) -> None:

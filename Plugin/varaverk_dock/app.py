@@ -9,6 +9,7 @@ Blueprints, each in its own module, none importing this one:
     fleet_api          GET /api/fleet/ledger (checks the fleet token itself)
     capabilities_api   the troubleshoot log picker and bug reports
     similar_api        GET /api/similar (the sections nearest to a source)
+    summary_api        GET /api/summary (a source's stored document summary)
     memory_api         /api/memory: long-term memory listed and forgotten
 
 Every ``/api`` route answers 503 while AI_ENABLED=false. Every request passes
@@ -27,7 +28,7 @@ from varaverk.answering.turn_log import TurnLog
 from varaverk.answering.turn_runner import TurnRunner
 from varaverk.config import Settings, load_settings
 from varaverk_dock import (capabilities_api, chat_api, errors, fleet_api, guard, memory_api,
-                           pages, security, similar_api, status_api, turns_api)
+                           pages, security, similar_api, status_api, summary_api, turns_api)
 from varaverk_dock.conversations import MAX_CONTENT_CHARS, ChatStore
 from varaverk_dock.state import EXTENSION, DockState
 
@@ -72,7 +73,7 @@ def create_app(settings: Settings | None = None, *, retriever=None, chat_client=
     app.before_request(errors.disabled_gate)
     app.after_request(guard.add_headers)
     for module in (pages, chat_api, turns_api, status_api, fleet_api, capabilities_api,
-                   similar_api, memory_api):
+                   similar_api, memory_api, summary_api):
         app.register_blueprint(module.bp)
     errors.register(app)
 

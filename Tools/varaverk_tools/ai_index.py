@@ -58,6 +58,10 @@
 #     Submodule gitlinks are skipped by their mode, symbolic links are never followed (one
 #     could lead outside the repository or into git-ignored configuration), and files deleted
 #     from the work tree lose their chunks instead of failing the run.
+#   Summaries Never Block The Index
+#     The summary pass holds its own lock (<index>.summaries.lock), never the index lock, so a
+#     refresh is not kept waiting behind a long model pass; a summary whose file changed
+#     meanwhile is stale by its content hash and is remade, never shown as current.
 #   Disabled By Default
 #     With AI_ENABLED=false the run logs one line and exits 0 without touching anything;
 #     --dry-run and --status still work because they contact nothing and write nothing.
@@ -84,6 +88,13 @@
 #     Chunks per embedding request (default: 32).
 #   AI_INDEX_LOCK_TIMEOUT
 #     Seconds a run waits for another run's lock before giving up with code 75 (default: 60).
+#   AI_SUMMARIES
+#     off (the default), extractive or model: which document summaries --summaries makes.
+#   AI_SUMMARY_SECONDS
+#     Seconds one --summaries run may spend before it stops (default: 600; 0: no bound).
+#   AI_CONTEXTUAL_CHUNKS
+#     Embed each chunk with its document's title and first sentence (default: false; switching
+#     it needs --force, like another embedding model).
 #   AI_GLOBS_HEADER
 #     Space-separated globs of scripts whose six-section header is indexed; AI_GLOBS_README,
 #     AI_GLOBS_MANUAL, AI_GLOBS_TEMPLATE and AI_GLOBS_DOC do the same for the other kinds.
@@ -96,6 +107,10 @@
 #   --dry-run
 #     List what would be indexed, per kind, with chunk counts; contacts no server and
 #     writes nothing, not even the data folder or the log.
+#   --summaries
+#     Summarise every indexed file that lacks a current summary (AI_SUMMARIES), one file per
+#     transaction, within AI_SUMMARY_SECONDS; killed or stopped, the next run goes on where
+#     this one was. An unchanged file is never summarised twice; another model remakes all.
 #   --status
 #     Show the index size, files and chunks per kind, skipped files with reasons, the
 #     embedding backend, model and dimension, the last build and whether the index is behind
@@ -122,9 +137,12 @@ EPILOG = """\
 modes:
   (default)   incremental refresh: unchanged files are not read, unchanged content is not
               re-embedded, deleted and renamed files lose their chunks
-  --force     full rebuild (also required after changing AI_EMBED_BACKEND/AI_EMBED_MODEL)
+  --force     full rebuild (also required after changing AI_EMBED_BACKEND/AI_EMBED_MODEL
+              or AI_CONTEXTUAL_CHUNKS)
   --dry-run   list what would be indexed per kind with chunk counts; no server, no writes
   --status    what the index holds and whether it is behind the repository
+  --summaries summarise the files lacking a current summary (AI_SUMMARIES), within
+              AI_SUMMARY_SECONDS; resumable: each summary is committed on its own
 
 """ + exitcodes.epilog(exitcodes.OK, exitcodes.FAILURE, exitcodes.USAGE, exitcodes.MISMATCH,
                        exitcodes.NO_INDEX, exitcodes.UNAVAILABLE, exitcodes.EMBED_FAILED,
@@ -144,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--dry-run", action="store_true",
                       help="show what would be indexed; contact nothing, write nothing")
     mode.add_argument("--status", action="store_true", help="show what the index holds")
+    mode.add_argument("--summaries", action="store_true",
+                      help="make the missing and stale document summaries (AI_SUMMARIES)")
     parser.add_argument("--json", action="store_true",
                         help="with --status or --dry-run: print one JSON object")
     noise = parser.add_mutually_exclusive_group()
@@ -169,7 +189,43 @@ def _main(argv: list[str] | None) -> int:
     if not settings.ai_enabled:
         log.info("AI_ENABLED is false: nothing indexed (set AI_ENABLED=true to enable)")
         return exitcodes.OK
+    if args.summaries:
+        return _summaries(settings, args, log)
     return _refresh(settings, args, log)
+
+
+def _summaries(settings, args, log) -> int:
+    """The summary pass (``varaverk.summaries.summary_pass``), progress on stderr."""
+    if settings.ai_summaries == "off":
+        log.error("AI_SUMMARIES is off: set it to extractive (no model needed) or model "
+                  "to make document summaries")
+        return exitcodes.CONFIG
+    from varaverk.summaries.summary_pass import summarise
+
+    try:
+        report = summarise(settings, progress=None if args.quiet else _progress_printer(log))
+    except KeyboardInterrupt:
+        log.error("interrupted: every summary finished so far is kept; run again to go on")
+        return exitcodes.INTERRUPTED
+    for path, reason in report.failures:
+        log.debug("no summary of %s: %s", path, reason)
+    log.info("%s", report.summary())
+    return exitcodes.OK
+
+
+def _progress_printer(log):
+    """``progress(done, total, path)``: a log line (stderr) per tenth of the work, and per file
+    with --verbose."""
+    shown = [-1]
+
+    def progress(done: int, total: int, path: str) -> None:
+        tenth = done * 10 // max(total, 1)
+        if tenth != shown[0] or done == total:
+            shown[0] = tenth
+            log.info("summarised %d/%d files (%s)", done, total, path)
+        else:
+            log.debug("summarised %d/%d files (%s)", done, total, path)
+    return progress
 
 
 def _refresh(settings, args, log) -> int:
@@ -242,6 +298,9 @@ def _status(settings, args) -> int:
             print(f"ai-index: {exc}", file=sys.stderr)
         return exitcodes.NO_INDEX
     info["exists"] = True
+    if settings.ai_summaries != "off":
+        from varaverk.summaries.summary_pass import summary_status
+        info["summaries"] = summary_status(settings)
     if args.json:
         return _print_json(info)
     meta, behind = info["meta"], info["behind"]
@@ -267,6 +326,7 @@ def _status(settings, args) -> int:
               f"{info['chunks_by_kind'].get(kind, 0):>6} chunks")
     for item in info["partial"]:
         print(f"  partial {item['path']}: {item['reason']}")
+    _print_summaries(info.get("summaries"))
     for item in info.get("masked", ()):
         print(f"warning: {item['path']}: {item['reason']} — a secret committed by mistake? "
               "remove it from the repository")
@@ -290,6 +350,15 @@ def _status(settings, args) -> int:
     else:
         print("up to date with the repository")
     return exitcodes.OK
+
+
+def _print_summaries(counts: dict | None) -> None:
+    """The summaries line of --status (AI_SUMMARIES on)."""
+    if counts is None:
+        return
+    print(f"summaries ({counts['model']}): {counts['current']} of {counts['files']} files "
+          f"summarised, {counts['stale']} stale, {counts['missing']} missing"
+          + (" — run ai-index --summaries" if counts["stale"] or counts["missing"] else ""))
 
 
 def _print_json(obj: dict, *, compact: bool = False) -> int:

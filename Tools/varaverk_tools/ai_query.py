@@ -88,6 +88,10 @@
 #   --similar PATH[#heading]
 #     The sections nearest to that file or section, never the file's own (stored vectors,
 #     no model, works with AI_ENABLED=false).
+#   --summary PATH
+#     Print the stored summary of one indexed file (AI_SUMMARIES, made by ai-index
+#     --summaries) with the model that made it and when; 66 when it has none. No model is
+#     asked; works with AI_ENABLED=false.
 #   --json
 #     Print one JSON object (the schema above) instead of text.
 #   --history FILE
@@ -172,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only chunks of this source (repo, or a name from AI_SOURCES)")
     p.add_argument("--similar", metavar="PATH[#heading]",
                    help="list the sections nearest to this one, from other files (no model)")
+    p.add_argument("--summary", metavar="PATH",
+                   help="print the stored summary of one indexed file (no model is asked)")
     p.add_argument("-k", type=int, default=None, metavar="N",
                    help="chunks to retrieve (default: AI_TOP_K, 5)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -265,7 +271,7 @@ def _main(argv: list[str] | None) -> int:
 
 def _run(parser, args) -> int:
     question = " ".join(args.question).strip()
-    if not question and not args.similar:
+    if not question and not (args.similar or args.summary):
         parser.error("the question is empty")
     if args.k is not None and args.k < 1:
         parser.error("-k must be at least 1")
@@ -276,6 +282,8 @@ def _run(parser, args) -> int:
                   to_file=settings.ai_enabled)
     if args.similar:
         return _similar(args, settings)
+    if args.summary:
+        return _summary(args, settings)
     refusal = _gate(settings, args)
     if refusal:
         print(f"ai-query: {refusal}", file=sys.stderr)
@@ -371,6 +379,29 @@ def _similar(args, settings) -> int:
         _print_json({"similar": args.similar, "mode": "similar", "results": results})
     else:
         _print_results(results)
+    return exitcodes.OK
+
+
+def _summary(args, settings) -> int:
+    """--summary PATH: the stored summary, its model and date (66 when there is none)."""
+    from varaverk.index.store.index import Index  # sqlite3: not on --help
+    from varaverk.summaries.summary_pass import summary_model
+
+    with Index.open(settings.index_path, readonly=True) as idx:
+        found = idx.summary(args.summary)
+    if found is None:
+        print(f"ai-query: no summary of {args.summary!r} in the index (AI_SUMMARIES="
+              f"{settings.ai_summaries}; make them with ai-index --summaries; the path is the "
+              f"one sources show)", file=sys.stderr)
+        return exitcodes.NO_INDEX
+    stale = found.stale_content or found.model != summary_model(settings)
+    if args.json:
+        _print_json({"path": found.path, "mode": "summary", "model": found.model,
+                     "made_at": found.made_at, "stale": stale, "summary": found.text})
+        return exitcodes.OK
+    print(f"Summary of {found.path} by {found.model}, made {found.made_at}"
+          + (" (stale: the file or the summary model changed since)" if stale else "") + ":")
+    print(found.text)
     return exitcodes.OK
 
 

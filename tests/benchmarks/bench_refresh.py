@@ -9,8 +9,10 @@ which never builds an embedder; the server is stopped before timing to prove it)
 ``--local`` to build it with the offline embedder instead (slower). ``--sources`` adds a second
 index of harborlab plus three ``AI_SOURCES`` (the tests' vault, org-roam folder and chats) and
 times its no-op refresh beside the one-source run: three more ``git ls-files`` and their stats.
+``--summaries`` makes every file's extractive summary first, then times the no-op refresh with
+``AI_SUMMARIES=extractive`` and an ``ai-index --summaries`` run that finds nothing to summarise.
 
-    python -m tests.benchmarks.bench_refresh [--runs 30] [--local] [--sources]
+    python -m tests.benchmarks.bench_refresh [--runs 30] [--local] [--sources] [--summaries]
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ def main() -> int:
     parser.add_argument("--local", action="store_true", help="build with the offline embedder")
     parser.add_argument("--sources", action="store_true",
                         help="also time a no-op refresh with three notes and chats sources")
+    parser.add_argument("--summaries", action="store_true",
+                        help="also time the no-op refresh and summary pass with summaries on")
     args = parser.parse_args()
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,6 +97,10 @@ def main() -> int:
                         AI_SOURCES=" ".join(sources_value(make_notes_sources(tmp / "notes"))))
             subprocess.run([py, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"], env=env3, cwd=repo,
                            check=True)
+        env_s = dict(env, AI_SUMMARIES="extractive")
+        if args.summaries:
+            subprocess.run([py, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q",
+                            "--summaries"], env=env_s, cwd=repo, check=True)
         if server is not None:
             server.stop()  # a no-op run must not need it
 
@@ -111,6 +119,11 @@ def main() -> int:
         if env3 is not None:
             cmds["python Tools/varaverk_tools/ai_index.py (no-op, 3 more sources)"] = (
                 [py, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"], env3)
+        if args.summaries:
+            entry = str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py")
+            cmds["ai_index.py (no-op, AI_SUMMARIES=extractive)"] = ([py, entry, "-q"], env_s)
+            cmds["ai_index.py --summaries (nothing to do)"] = ([py, entry, "-q", "--summaries"],
+                                                              env_s)
         for cmd, cmd_env in cmds.values():  # warm the page cache and .pyc files
             _time(cmd, cmd_env, repo, 2)
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}

@@ -35,6 +35,7 @@ from varaverk.answering.profiles import (CODE_SCANNING, MEMORY, RETRIEVAL, Profi
 from varaverk.answering.prompts import build_messages, context_budget
 from varaverk.answering.remembering import Remembered, recall_for_turn
 from varaverk.answering.rewrite import looks_dependent, standalone_query
+from varaverk.answering.summary_context import later_documents, summary_block
 from varaverk.config import ConfigError
 from varaverk.errors import VaraverkError, exit_code_for_kind
 from varaverk.ledger.rows import row_from_completion
@@ -363,18 +364,37 @@ def _add_hits(turn: _Turn, queries: list[str], per_query: int = 2) -> None:
 def _messages(turn: _Turn) -> list[dict]:
     """The prompt: system prompt, history, labelled context and evidence, the question."""
     budget = context_budget(turn.settings)
-    context = ""
+    context = summaries = ""
     if turn.answers_from_docs and turn.hits:
         if turn.retriever is not None:
-            groups = turn.retriever.expand(turn.hits, budget)
+            groups, summaries = _packed(turn, budget)
         else:
             groups = [[h.chunk] for h in turn.hits]
-        context, _ = format_context(groups, budget)
+        context, _ = format_context(groups, budget - len(summaries))
     return build_messages(turn.profile.system_prompt(), turn.request.question,
                           history=turn.request.history,
                           history_turns=turn.profile.history_turns, context=context,
                           evidence=[turn.memory.block, *turn.evidence],
-                          answers_from_documents=turn.answers_from_docs)
+                          answers_from_documents=turn.answers_from_docs, summaries=summaries)
+
+
+def _packed(turn: _Turn, budget: int) -> tuple[list, str]:
+    """``(context groups, summaries section)``. With AI_SUMMARIES on, when the results do
+    not all fit the context: the documents after the first AI_SUMMARY_VERBATIM_DOCS that
+    have a current summary go as it (at most half the budget), the rest as excerpts
+    (``summary_context``)."""
+    groups = turn.retriever.expand(turn.hits, budget)
+    if turn.settings.ai_summaries == "off" or \
+            {c.id for c in format_context(groups, budget)[1]} >= {h.chunk.id for h in turn.hits}:
+        return groups, ""  # every result fits verbatim
+    hit_paths = [h.chunk.path for h in turn.hits]
+    later = later_documents(hit_paths, turn.settings.ai_summary_verbatim_docs)
+    stored = turn.retriever.index.current_summaries(later) if later else {}
+    summaries, included = summary_block(later, stored, budget // 2)
+    if not included:
+        return groups, ""
+    verbatim = [h for h in turn.hits if h.chunk.path not in set(included)]
+    return turn.retriever.expand(verbatim, budget - len(summaries) - 2), summaries
 
 
 def _generate(turn: _Turn):

@@ -77,7 +77,8 @@ def trim_history(history: Iterable[dict] | None, turns: int) -> list[dict[str, s
 
 def build_messages(system_prompt: str, question: str, *, history: Iterable[dict] | None = None,
                    history_turns: int = 0, context: str = "", evidence: Sequence[str] = (),
-                   answers_from_documents: bool = True) -> list[dict[str, str]]:
+                   answers_from_documents: bool = True, summaries: str = ""
+                   ) -> list[dict[str, str]]:
     """The chat messages for one turn.
 
     Args:
@@ -89,6 +90,9 @@ def build_messages(system_prompt: str, question: str, *, history: Iterable[dict]
             (``varaverk.retrieval.context.format_context``); may be empty.
         evidence: capability blocks (log excerpts, live health...) placed before the excerpts.
         answers_from_documents: add ``ANSWER_RULES`` to the system prompt (retrieval profiles).
+        summaries: a section of document summaries after the excerpts
+            (``varaverk.answering.summary_context.summary_block``); the excerpts are then
+            introduced as verbatim.
 
     Returns:
         [system, *history, user].
@@ -101,9 +105,13 @@ def build_messages(system_prompt: str, question: str, *, history: Iterable[dict]
         if block and block.strip():
             parts.append(block.strip())
     if answers_from_documents:
+        heading = "Documentation excerpts (verbatim):" if summaries.strip() else \
+            "Documentation excerpts:"
         if context.strip():
-            parts.append("Documentation excerpts:\n\n" + context.strip())
-        else:
+            parts.append(f"{heading}\n\n" + context.strip())
+        if summaries.strip():
+            parts.append(summaries.strip())
+        if not (context.strip() or summaries.strip()):
             parts.append("Documentation excerpts: (none found)")
     parts.append(f"Question: {question.strip()}" if parts else question.strip())
     return [

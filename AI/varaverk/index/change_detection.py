@@ -16,7 +16,8 @@ from pathlib import Path
 
 from varaverk.index.classify import VERDICTS_META, Entry, Listed, heads_moved
 from varaverk.index.prepare import read_document, sha256
-from varaverk.index.store.compatibility import names_other_embedder
+from varaverk.index.store.compatibility import (CHUNK_CONTEXT_META, chunk_context,
+                                                names_other_embedder)
 from varaverk.index.store.records import UNKNOWN_STAT, FileState, stat_key
 
 
@@ -106,4 +107,7 @@ def needs_work(settings, listing: Listed, entries: list[Entry], states: dict, me
         return True  # new globs (or candidates): decided afresh, then recorded by the write
     if names_other_embedder(meta, *configured_embedder(settings)):
         return True
+    if meta.get("embed_backend") and \
+            meta.get(CHUNK_CONTEXT_META, "off") != chunk_context(settings):
+        return True  # AI_CONTEXTUAL_CHUNKS switched: the locked pass refuses it
     return any(differences(entries, states, listing.root, meta))

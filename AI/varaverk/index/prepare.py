@@ -47,12 +47,14 @@ def sha256(data: bytes) -> str:
 
 
 def decode_and_chunk(entry: Entry, data: bytes, count_tokens, max_tokens: int,
-                     links: Callable[[], dict] | None = None
+                     links: Callable[[], dict] | None = None, contextual: bool = False
                      ) -> tuple[tracked_files.Decoded, list, str]:
     """Decode and chunk one document: ``(decoded, chunks, skip reason or "")``.
 
     ``links``: a zero-argument callable giving the source's link titles (notes sources;
     ``LinkTitles.getter``). ``decoded.masked`` keeps the masked values a chunk holds.
+    ``contextual`` (``AI_CONTEXTUAL_CHUNKS``): every chunk's context starts with its
+    document's line (``contextual_chunks``).
     """
     decoded = tracked_files.decode(data)
     if decoded.text is None:
@@ -66,6 +68,11 @@ def decode_and_chunk(entry: Entry, data: bytes, count_tokens, max_tokens: int,
     titles = links() if links is not None and entry.kind in NOTE_KINDS else None
     chunks = chunk_document(entry.path, entry.kind, decoded.text, max_tokens=max_tokens,
                             count_tokens=count_tokens, links=titles)
+    if contextual and chunks:
+        from varaverk.index.contextual_chunks import with_document_line
+        chunks = with_document_line(chunks, count_tokens, max_tokens, lambda room: chunk_document(
+            entry.path, entry.kind, decoded.text, max_tokens=room, count_tokens=count_tokens,
+            links=titles))
     decoded = report_masked(entry.path, decoded, chunks)
     if entry.source != DEFAULT_SOURCE:
         chunks = [replace(c, source=entry.source) for c in chunks]
@@ -75,7 +82,7 @@ def decode_and_chunk(entry: Entry, data: bytes, count_tokens, max_tokens: int,
 
 
 def guarded_decode_and_chunk(entry: Entry, data: bytes, count_tokens, max_tokens: int,
-                             links: Callable[[], dict] | None = None
+                             links: Callable[[], dict] | None = None, contextual: bool = False
                              ) -> tuple[tracked_files.Decoded | None, list, str, str]:
     """``decode_and_chunk`` under the per-file guard (``documents.guard.attempt``):
     ``(decoded, chunks, skip reason or "", failure or "")``.
@@ -88,7 +95,7 @@ def guarded_decode_and_chunk(entry: Entry, data: bytes, count_tokens, max_tokens
         VaraverkError, KeyboardInterrupt, SystemExit: errors of the run, not of the file.
     """
     done, failure = guard.attempt(entry.path, lambda: decode_and_chunk(
-        entry, data, count_tokens, max_tokens, links), size=len(data))
+        entry, data, count_tokens, max_tokens, links, contextual), size=len(data))
     if done is None:
         return None, [], failure, failure
     return (*done, "")

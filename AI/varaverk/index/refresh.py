@@ -45,7 +45,9 @@ from varaverk.index.prepare import LinkTitles, guarded_decode_and_chunk, read_do
 from varaverk.index.progress_file import ProgressFile
 from varaverk.index.report import IndexReport
 from varaverk.index.secret_masks import EXAMPLE, masked_note
-from varaverk.index.store.compatibility import check_compatible, names_other_embedder
+from varaverk.index.store.compatibility import (CHUNK_CONTEXT_META, check_chunk_context,
+                                                check_compatible, chunk_context,
+                                                names_other_embedder)
 from varaverk.index.store.errors import IndexCorrupt, IndexMissing
 from varaverk.index.store.health import file_damage
 from varaverk.index.store.index import Index
@@ -272,6 +274,8 @@ def _load_stored(run: _Run) -> None:
     if not run.force and names_other_embedder(run.meta, *configured_embedder(run.settings)):
         emb = run.get_embedder()  # the settings changed: refuse another model before any work
         check_compatible(run.meta, emb.backend, emb.model)
+    if not run.force:
+        check_chunk_context(run.meta, chunk_context(run.settings))
 
 
 def _scan_entry(run: _Run, entry: Entry) -> None:
@@ -332,7 +336,8 @@ def _chunk_entry(run: _Run, entry: Entry, data: bytes, sha: str) -> None:
     """Decode and chunk a new or changed document; queue it for embedding or record a skip."""
     emb = run.get_embedder()
     decoded, chunks, reason, failure = guarded_decode_and_chunk(
-        entry, data, emb.count_tokens, emb.max_tokens, run.links.getter(entry))
+        entry, data, emb.count_tokens, emb.max_tokens, run.links.getter(entry),
+        run.settings.ai_contextual_chunks)
     st, stored = entry.st, run.states.get(entry.path)
     if failure:  # skipped with its reason; its previous chunks stay until it reads cleanly
         run.report.skipped.append((entry.path, failure))
@@ -444,6 +449,7 @@ def _write(run: _Run) -> None:
         scan_started_ns=str(scan_started_ns),
         head=run.listing.head or "", repo_root=str(run.listing.root), built_at=_now(),
         chunker=run.stamp, last_run="force" if run.force else "incremental")
+    run.changes.meta[CHUNK_CONTEXT_META] = chunk_context(run.settings)
     run.changes.meta[VERDICTS_META] = run.listing.glob_verdicts
     for name, head in run.listing.heads.items():
         if name != DEFAULT_SOURCE:

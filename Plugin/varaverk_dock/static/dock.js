@@ -162,6 +162,7 @@
         li.appendChild(sum);
       }
       if (s.path) li.appendChild(similarButton(s));
+      if (s.path) summaryEntry(s, li);
       list.appendChild(li);
     });
     parts.sources.appendChild(list);
@@ -192,6 +193,27 @@
     });
     wrap.appendChild(btn);
     return wrap;
+  }
+
+  // "summary": the document's stored summary (AI_SUMMARIES), fetched when first opened.
+  let summariesOn = null;
+  async function summaryEntry(s, li) {
+    summariesOn = summariesOn || apiJson("/api/summary").then((r) => r.enabled, () => false);
+    if (!(await summariesOn)) return;
+    const det = el("details", "doc-summary");
+    det.appendChild(el("summary", "summary-btn", "summary"));
+    det.addEventListener("toggle", async () => {
+      if (!det.open || det.dataset.loaded) return;
+      det.dataset.loaded = "1";
+      try {
+        const r = await apiJson("/api/summary?path=" + encodeURIComponent(s.path));
+        det.append(el("pre", "summary-text", r.summary), el("div", "muted",
+          r.model + ", " + r.made_at + (r.stale ? " (stale)" : "")));
+      } catch (e) {
+        det.appendChild(el("div", "warn", "summary: " + e.message));
+      }
+    });
+    li.appendChild(det);
   }
 
   // A citation clicked in the answer: open that source's text and bring it into view.

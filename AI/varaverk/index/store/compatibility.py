@@ -55,3 +55,23 @@ def names_other_embedder(meta: dict, backend: str, model: str) -> bool:
     """
     return bool(meta.get("embed_backend")) and \
         (meta.get("config_backend"), meta.get("config_model")) != (backend, model)
+
+
+CHUNK_CONTEXT_META = "chunk_context"
+
+
+def chunk_context(settings) -> str:
+    """The ``chunk_context`` meta value these settings ask for (``AI_CONTEXTUAL_CHUNKS``):
+    ``title`` (``varaverk.index.contextual_chunks``) or ``off``."""
+    return "title" if settings.ai_contextual_chunks else "off"
+
+
+def check_chunk_context(meta: dict, wanted: str) -> None:
+    """Raise IndexMismatch when the index holds vectors made with another chunk context
+    (``title``: contextual chunks, ``off``: none; an index from before the setting is
+    ``off``) than ``wanted``: the vectors would mix two kinds of embedded text."""
+    stored = meta.get(CHUNK_CONTEXT_META, "off")
+    if meta.get("embed_backend") and stored != wanted:
+        setting = "true" if wanted != "off" else "false"
+        raise IndexMismatch(f"index built with chunk context {stored!r}; AI_CONTEXTUAL_CHUNKS="
+                            f"{setting} asks for {wanted!r} — run ai-index --force to rebuild")

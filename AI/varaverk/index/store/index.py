@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from urllib.parse import quote
 
 from varaverk.index.store import fts, labels
+from varaverk.index.store import summaries as summary_rows
 from varaverk.index.store.compatibility import check_compatible
 from varaverk.index.store.contents import contents
 from varaverk.index.store.errors import IndexCorrupt, IndexDamaged, IndexMissing
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
     from varaverk.index.store.stored_chunk import StoredChunk
+    from varaverk.index.store.summaries import Summary
 
 
 def _guarded(method):
@@ -338,6 +340,48 @@ class Index:
         size = sum(os.path.getsize(p) for p in (self.path, Path(str(self.path) + "-wal"))
                    if os.path.exists(p))
         return {"path": str(self.path), "size_bytes": size, **held}
+
+    # -- summaries (varaverk.index.store.summaries) -------------------------------------------
+
+    @_guarded
+    def summary(self, path: str) -> Summary | None:
+        """The stored summary of ``path`` (current or stale), or None."""
+        with self._lock:
+            return summary_rows.read(self._conn, path)
+
+    @_guarded
+    def current_summaries(self, paths: Sequence[str]) -> dict[str, Summary]:
+        """``path -> Summary`` of those ``paths`` whose summary matches the file's content."""
+        with self._lock:
+            return summary_rows.read_many(self._conn, list(paths))
+
+    @_guarded
+    def summary_todo(self, model: str) -> list[tuple[str, str]]:
+        """``[(path, sha256)]`` of files lacking a current summary by ``model``, path order."""
+        with self._lock:
+            return summary_rows.todo(self._conn, model)
+
+    @_guarded
+    def summary_counts(self, model: str) -> dict[str, int]:
+        """Files summarised, stale and missing for ``model`` (``summaries.counts``)."""
+        with self._lock:
+            return summary_rows.counts(self._conn, model)
+
+    @_guarded
+    def put_summary(self, summary: Summary) -> None:
+        """Store one summary, committed on its own (PermissionError when read-only)."""
+        if self.readonly:
+            raise PermissionError("index opened read-only")
+        with self._lock:
+            summary_rows.put(self._conn, summary)
+
+    @_guarded
+    def drop_orphan_summaries(self) -> int:
+        """Delete summaries of files the index no longer holds; returns how many."""
+        if self.readonly:
+            raise PermissionError("index opened read-only")
+        with self._lock:
+            return summary_rows.drop_orphans(self._conn)
 
     # -- writing ------------------------------------------------------------------------------
 

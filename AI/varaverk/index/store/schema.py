@@ -35,6 +35,11 @@ right after its script (``BACKFILLS``). After them the file holds:
   phrase, so ``--force-delete`` still matches exactly those words in that order.
 * ``labels_fts``: FTS5 over ``chunks.label`` (external content, kept in step by triggers on
   insert and delete; a label never changes in place): the label BM25's lengths and postings.
+* ``summaries(path, sha256, model, made_at, text)``: one short summary per stored file
+  (``varaverk.index.store.summaries``), made from the content whose hash is ``sha256`` by
+  ``model`` (``extractive`` or ``backend/model``) at ``made_at`` (UTC, ISO 8601). Kept apart
+  from ``files``: a rebuild keeps them, and a summary whose hash or model no longer matches
+  is stale, never wrong-and-current.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ import sqlite3
 from varaverk.index.store import labels
 from varaverk.index.store.errors import IndexCorrupt
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
 
 # What FTS5 indexes as a chunk's context column: the context, then its keywords (if any).
@@ -159,6 +164,17 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         CREATE TRIGGER labels_ad AFTER DELETE ON chunks BEGIN
             INSERT INTO labels_fts(labels_fts, rowid, label) VALUES ('delete', old.id, old.label);
         END;
+    """),
+    # Document summaries (AI_SUMMARIES): written one by one by ai-index --summaries, each in
+    # its own transaction, so an interrupted pass keeps what it finished.
+    (5, "summaries", """
+        CREATE TABLE summaries (
+            path TEXT PRIMARY KEY,
+            sha256 TEXT NOT NULL,
+            model TEXT NOT NULL,
+            made_at TEXT NOT NULL,
+            text TEXT NOT NULL
+        );
     """),
 ]
 assert MIGRATIONS[-1][0] == SCHEMA_VERSION
