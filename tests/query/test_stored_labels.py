@@ -14,7 +14,7 @@ from varaverk.documents.chunks import Chunk
 from varaverk.index.store.index import Index
 from varaverk.index.store.labels import chunk_label, label_text
 from varaverk.index.store.records import FileRow, IndexChanges
-from varaverk.index.store.schema import MIGRATIONS, split_sql
+from varaverk.index.store.schema import MIGRATIONS, SCHEMA_VERSION, split_sql
 from varaverk.retrieval.caches import TableCache
 from varaverk.retrieval.lexical import LabelBm25, StoredLabelBm25
 
@@ -123,7 +123,7 @@ def test_an_index_of_schema_3_gains_its_labels_when_migrated(tmp_path):
     conn.commit()
     conn.close()
     with Index.open(path) as index:   # migrates
-        assert index.meta()["schema_version"] == "4"
+        assert index.meta()["schema_version"] == str(SCHEMA_VERSION)
         assert index.fts_search("body", 100)   # the text's full-text index is untouched
         assert_same_scores(index)
         # New rows are labelled by their own write.
