@@ -15,8 +15,8 @@ floor did not, largest first (``-X importtime``).
 | tar -x -C TREE``), run from TREE with ``PYTHONPATH=TREE/AI:TREE/Tools``, interleaved with the
 others: a before/after under one load.
 
-``--data-dir`` keeps (or reuses) the harborlab repository and its index built with the offline embedder, which
-takes a minute or two on a loaded machine.
+``--data-dir`` keeps (or reuses) the harborlab repository and its index built with the offline
+embedder, which takes a minute or two on a loaded machine.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.benchmarks import load_average
-from tests.benchmarks.bench_refresh import _time
+from tests.benchmarks import compare_env, load_average, timed_runs
 from tests.support.environ import environ_without_ai
 from tests.support.repos import make_harborlab
 
@@ -63,12 +62,6 @@ def _search(tree: Path) -> list[str]:
     """The ``ai-query --search`` command of the checkout ``tree``."""
     return [sys.executable, str(tree / "Tools" / "varaverk_tools" / "ai_query.py"), "--search",
             QUESTION]
-
-
-def compare_env(env: dict, tree: Path) -> dict:
-    """``env`` running the checkout ``tree`` instead of the installed project: its folders go
-    first on ``PYTHONPATH``, ahead of the editable install's finder."""
-    return dict(env, PYTHONPATH=os.pathsep.join([str(tree / "AI"), str(tree / "Tools")]))
 
 
 def _build(data: Path, repo: Path, env: dict) -> None:
@@ -143,11 +136,11 @@ def main() -> int:
             tree = args.compare.resolve()
             cmds[f"ai-query --search of {tree}"] = (_search(tree), compare_env(env, tree))
         for cmd, cmd_env in cmds.values():  # warm the page cache and .pyc files
-            _time(cmd, cmd_env, repo, 2)
+            timed_runs(cmd, cmd_env, repo, 2)
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
         for _ in range(args.runs):
             for name, (cmd, cmd_env) in cmds.items():
-                samples[name] += _time(cmd, cmd_env, repo, 1)
+                samples[name] += timed_runs(cmd, cmd_env, repo, 1)
         first = samples[next(iter(cmds))]
         floor_wall = statistics.median(w for w, _ in first)
         floor_cpu = statistics.median(c for _, c in first)

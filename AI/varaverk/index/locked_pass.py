@@ -39,10 +39,14 @@ log = logging.getLogger(__name__)
 
 def run_locked(settings, embedder: Any, force: bool, progress: Any,
                lock: Callable[[], ContextManager] | None, report: IndexReport,
-               matcher: tracked_files.KindMatcher, stamp: str, started: float) -> None:
+               matcher: tracked_files.KindMatcher, stamp: str, started: float,
+               seen=None) -> None:
     """Take the lock (``lock``, else the index lock) and bring the index in step, filling
-    ``report``; the arguments as ``refresh`` takes them, ``stamp`` the chunkers' stamp and
-    ``started`` the run's ``time.monotonic()`` start."""
+    ``report``; the arguments as ``refresh`` takes them, ``stamp`` the chunkers' stamp,
+    ``started`` the run's ``time.monotonic()`` start and ``seen`` what the optimistic pass
+    read (``varaverk.index.refresh.Seen``; None: nothing), whose listing is used again when
+    no run wrote the index since (its ``generation`` is the same): the sources are listed
+    and stat'ed once."""
     factory = _embedder_factory(settings, embedder)
     with (lock() if lock is not None else _default_lock(settings)):
         report.locked = True
@@ -55,9 +59,12 @@ def run_locked(settings, embedder: Any, force: bool, progress: Any,
                 run = _Run(settings, idx, None, factory, force, progress, report, started,
                            states={} if force else idx.file_states(), meta=idx.meta(),
                            stamp=stamp, changes=IndexChanges(replace_all=force))
-                # --force (no states) decides every kind afresh.
-                run.listing, run.entries = list_all(settings, matcher,
-                                                    None if force else run.states, run.meta)
+                if seen is not None and not force and \
+                        seen.meta.get("generation") == run.meta.get("generation"):
+                    run.listing, run.entries = seen.listing, seen.entries
+                else:  # --force (no states) decides every kind afresh.
+                    run.listing, run.entries = list_all(settings, matcher,
+                                                        None if force else run.states, run.meta)
                 run.links = LinkTitles(run.entries, run.listing.root)
                 _refresh_locked(run)
         finally:
@@ -79,8 +86,10 @@ def _set_aside_if_damaged(path: Path) -> str:
                 "rebuilding", path, finding, moved)
     return str(moved)
 
+
 def _default_lock(settings) -> ContextManager:
     return index_lock(settings.index_path, settings.ai_index_lock_timeout)
+
 
 def _embedder_factory(settings, embedder: Any) -> Callable[[], Any]:
     """A zero-argument callable giving the run's one embedder, made on first call."""
@@ -97,6 +106,7 @@ def _embedder_factory(settings, embedder: Any) -> Callable[[], Any]:
                 cache.append(embedder)
         return cache[0]
     return get
+
 
 @dataclass
 class _Pending:

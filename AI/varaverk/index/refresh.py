@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable, ContextManager, NamedTuple
 
 from varaverk.documents import tracked_files
 from varaverk.documents.stamp import chunker_stamp
@@ -78,36 +78,53 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
     report = IndexReport(force=force)
     matcher = tracked_files.KindMatcher.from_settings(settings)  # compiled only if a kind is needed
     stamp = chunker_stamp()
-    if not force and _up_to_date(settings, matcher, stamp, report, started):
+    seen = None if force else _optimistic_pass(settings, matcher)
+    if seen is not None and not needs_work(settings, seen.listing, seen.entries, seen.states,
+                                           seen.meta, stamp):
+        _report_up_to_date(report, seen, started)
         return report
     # The locked pass and what it needs (chunkers, embedder, numpy...) load only now.
     from varaverk.index.locked_pass import run_locked
 
-    run_locked(settings, embedder, force, progress, lock, report, matcher, stamp, started)
+    run_locked(settings, embedder, force, progress, lock, report, matcher, stamp, started, seen)
     return report
 
-def _up_to_date(settings, matcher: tracked_files.KindMatcher, stamp: str, report: IndexReport,
-                started: float) -> bool:
-    """The optimistic pass, without the lock: most runs (cron, after a pull) find nothing to
-    do. True, with ``report`` filled, when the index is up to date."""
+
+class Seen(NamedTuple):
+    """What the optimistic pass read: the stored rows and meta, and every source's listing
+    classified against them. The locked pass reuses the listing while the index's
+    ``generation`` is the same (no run wrote in between)."""
+
+    states: dict
+    meta: dict
+    listing: Listed
+    entries: list[Entry]
+
+
+def _optimistic_pass(settings, matcher: tracked_files.KindMatcher) -> Seen | None:
+    """Read the index and list the sources, without the lock: most runs (cron, after a pull)
+    find nothing to do. None when there is no index yet, or none this pass can read."""
     index_path = Path(settings.index_path)
     if not index_path.is_file():
-        return False
+        return None
     try:
         with Index.open(index_path, readonly=True) as idx:
             states, meta = idx.file_states(), idx.meta()
     except (IndexCorrupt, IndexMissing):
         # An older schema (the locked pass migrates or explains), or a file another run
         # has just created and not yet filled: the locked pass sorts both out.
-        states, meta = None, None
+        return None
     listing, entries = list_all(settings, matcher, states, meta)
-    if states is None or needs_work(settings, listing, entries, states, meta, stamp):
-        return False
-    _fill_counts(report, listing, entries, states)
-    report.unchanged = sum(1 for e in entries if not e.reason
-                           and getattr(states.get(e.path), "status", "") != "skipped")
+    return Seen(states, meta, listing, entries)
+
+
+def _report_up_to_date(report: IndexReport, seen: Seen, started: float) -> None:
+    """Fill ``report`` for a run that found nothing to do."""
+    _fill_counts(report, seen.listing, seen.entries, seen.states)
+    report.unchanged = sum(1 for e in seen.entries if not e.reason
+                           and getattr(seen.states.get(e.path), "status", "") != "skipped")
     report.seconds = time.monotonic() - started
-    return True
+
 
 def _fill_counts(report: IndexReport, listing: Listed, entries: list[Entry],
                  states: dict) -> None:
