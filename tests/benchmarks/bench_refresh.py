@@ -115,11 +115,11 @@ def main() -> int:
         floor_wall = statistics.median(w for w, _ in first)
         floor_cpu = statistics.median(c for _, c in first)
         print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        print(f"{'command':<46} {'wall ms':>8} {'min':>6} {'ratio':>6} {'cpu ms':>7} {'ratio':>6}")
+        print(f"{'command':<48} {'wall ms':>8} {'min':>6} {'ratio':>6} {'cpu ms':>7} {'ratio':>6}")
         for name, runs in samples.items():
             wall = statistics.median(w for w, _ in runs)
             cpu = statistics.median(c for _, c in runs)
-            print(f"{name[-46:]:<46} {wall * 1000:>8.1f} {min(w for w, _ in runs) * 1000:>6.1f} "
+            print(f"{name:<48} {wall * 1000:>8.1f} {min(w for w, _ in runs) * 1000:>6.1f} "
                   f"{wall / floor_wall:>6.2f} {cpu * 1000:>7.1f} {cpu / floor_cpu:>6.2f}")
         imports = subprocess.run([py, "-X", "importtime", str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"],
                                  env=env, cwd=repo, capture_output=True, text=True).stderr
