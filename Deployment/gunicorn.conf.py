@@ -16,9 +16,10 @@
 #
 # DESIGN PRINCIPLES
 #   Threaded Workers
-#     The gthread worker keeps many slow streams open on few processes; 32 threads a worker
-#     lets 64 answers stream at once with the default two workers on a two-core host. Every
-#     thread of a process shares that process's one copy of the index's vector matrix.
+#     The gthread worker keeps many slow streams open on few processes; AI_DOCK_MAX_STREAMS
+#     (24) threads a worker for attached answer streams plus 8 for the rest of the page. An
+#     answer itself runs in a thread of its own, attached or not. Every thread of a process
+#     shares that process's one copy of the index's vector matrix.
 #   Same Checks As The Application
 #     The listening address is validated here with the dock's own check, so starting gunicorn
 #     directly on a network address without AI_DOCK_TOKEN fails before a socket opens.
@@ -34,8 +35,10 @@
 #     passed once in a URL to log in is never written to a log.
 #   Graceful Stop
 #     SIGTERM gives open streams graceful_timeout (30 s) to finish before workers are killed.
-#     A killed worker loses only its open turns: conversations are saved atomically after a
-#     turn completes, so stored files stay readable.
+#     A worker that exits ends the answers it still generates with an error event (pages say
+#     so at once); a killed one loses only its open turns, which the turn log closes once
+#     their heartbeat is stale. Conversations are saved atomically after a turn completes, so
+#     stored files stay readable.
 #   Worker Heartbeat
 #     timeout (120 s) only bounds a stuck worker's heartbeat; in threaded workers the
 #     heartbeat keeps running while a stream is open, so long answers are not cut off.
@@ -45,6 +48,9 @@
 #     host:port to listen on (default 127.0.0.1:8470); non-loopback requires AI_DOCK_TOKEN.
 #   AI_DOCK_WORKERS
 #     Worker processes (default 2).
+#   AI_DOCK_MAX_STREAMS
+#     Attached answer streams per worker (default 24); each worker runs this many threads
+#     plus 8.
 #   AI_CONFIG
 #     The conf file to read (ai-dock sets it from --config).
 #   GUNICORN_CMD_ARGS
@@ -72,7 +78,8 @@ wsgi_app = "varaverk_dock.app:create_app()"
 bind = [_settings.ai_dock_bind]
 workers = max(1, _settings.ai_dock_workers)
 worker_class = "gthread"
-threads = 32
+# Each attached event stream holds a thread (AI_DOCK_MAX_STREAMS); 8 more serve the page.
+threads = _settings.ai_dock_max_streams + 8
 timeout = 120
 graceful_timeout = 30
 keepalive = 5
@@ -106,6 +113,19 @@ def when_ready(server):
     for address in held:  # what --bind and GUNICORN_CMD_ARGS settled on, not the conf
         if isinstance(address, tuple):
             server.log.info("ai-dock: open %s", dock_url(str(address[0]), address[1]))
+
+
+def worker_exit(server, worker):
+    """A worker going away (restart, stop) ends the answers it still generates with an error
+    event at once, so their pages say so instead of waiting for the stale-turn check."""
+    app = getattr(worker, "wsgi", None)
+    state = getattr(app, "extensions", {}).get("varaverk_dock")
+    runner = getattr(state, "turn_runner", None)
+    if runner is not None:
+        ended = runner.interrupt_all("the dock process generating this answer was stopped "
+                                     "(restart or shutdown); ask again")
+        if ended:
+            server.log.info("ai-dock: %d answer(s) interrupted by the worker's exit", ended)
 
 
 def post_fork(server, worker):

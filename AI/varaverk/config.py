@@ -91,6 +91,9 @@ def split_list(raw: str) -> list[str]:
 SECRET_KEYS = frozenset({"AI_OPENAI_API_KEY", "AI_DOCK_TOKEN", "AI_FLEET_TOKEN"})
 EMBED_BACKENDS = ("local", "ollama", "openai")
 GEN_BACKENDS = ("ollama", "openai")
+# How memory digests a triplet: by the generation model (extractive while it fails), or
+# extractively only (sentences as facts; never calls a model).
+MEMORY_DIGESTS = ("model", "extractive")
 # The one model the offline (local) backend ships, and the names it answers to.
 LOCAL_MODEL = "all-MiniLM-L6-v2-int8"
 LOCAL_ALIASES = frozenset({LOCAL_MODEL, "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"})
@@ -104,7 +107,11 @@ RANGES: dict[str, tuple[float, float]] = {
     "ai_index_lock_timeout": (0, 86400),
     "ai_token_retain_rows": (1, 100_000_000),
     "ai_dock_workers": (1, 256),
+    "ai_dock_max_turns": (1, 1024),
+    "ai_dock_max_streams": (1, 4096),
+    "ai_dock_turn_retain_hours": (0.01, 8760),
     "ai_chat_history_max": (1, 1_000_000),
+    "ai_memory_budget": (50, 100_000),
 }
 # Keys other than settings that Varaverk itself reads: not worth a "did you mean" warning.
 OTHER_KNOWN_KEYS = frozenset({"AI_CONFIG"})
@@ -176,6 +183,11 @@ class _Fields(NamedTuple):
     ai_dock_bind: str = "127.0.0.1:8470"
     ai_dock_token: str = ""
     ai_dock_workers: int = 2
+    # Answers generated at once over every worker; attached event streams per worker (each
+    # holds one gunicorn thread); hours a finished turn's events stay in the turn log.
+    ai_dock_max_turns: int = 8
+    ai_dock_max_streams: int = 24
+    ai_dock_turn_retain_hours: float = 24.0
     ai_chat_history_max: int = 10
     ai_conf_read_keys: tuple[str, ...] = ()
     ai_troubleshoot_log_dirs: tuple[str, ...] = ("/var/log",)
@@ -209,6 +221,11 @@ class _Fields(NamedTuple):
     # Run evidence (troubleshoot): the jobs whose last runs are reported, and their status files.
     ai_run_jobs: tuple[str, ...] = ()
     ai_run_status_dir: Path | None = None  # None: only <job>.log under the log dirs is read
+    # Long-term memory (varaverk.memory): off unless asked for; its own file under AI_DATA_DIR.
+    ai_memory_enabled: bool = False
+    ai_memory_budget: int = 600  # tokens of recalled memory in one prompt
+    ai_memory_digest: str = "model"
+    ai_memory_model: str = ""  # empty: AI_GEN_MODEL digests
 
 
 # The defaults that depend on the host or the environment, made when a Settings is.
@@ -260,6 +277,12 @@ class Settings(_Fields):
     def token_db_path(self) -> Path:
         """This host's ledger: ``AI_TOKEN_DB`` or ``AI_DATA_DIR/tokens.db``."""
         return self.ai_token_db or self.ai_data_dir / "tokens.db"
+
+    @property
+    def memory_path(self) -> Path:
+        """This host's long-term memory: ``AI_DATA_DIR/memory.db`` (one per host, not per
+        repository: what was said is the operator's, whichever repository answered)."""
+        return self.ai_data_dir / "memory.db"
 
     @property
     def hosts_conf_path(self) -> Path:
@@ -381,6 +404,9 @@ def load_settings(config_path: str | os.PathLike | None = None,
     if settings.ai_gen_backend not in GEN_BACKENDS:
         raise ConfigError(f"AI_GEN_BACKEND: expected one of {', '.join(GEN_BACKENDS)}, "
                           f"got {settings.ai_gen_backend!r}")
+    if settings.ai_memory_digest not in MEMORY_DIGESTS:
+        raise ConfigError(f"AI_MEMORY_DIGEST: expected one of {', '.join(MEMORY_DIGESTS)}, "
+                          f"got {settings.ai_memory_digest!r}")
     check_embed_model(settings.ai_embed_backend, settings.ai_embed_model)
     check_ranges(settings)
     return settings

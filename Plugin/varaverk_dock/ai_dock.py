@@ -15,12 +15,13 @@
 #   (exec), so a service manager supervises gunicorn directly and its signals reach it. The
 #   gunicorn master forks AI_DOCK_WORKERS worker processes with a pool of threads each; every
 #   worker builds the Flask application (varaverk_dock.app:create_app) and, on the first
-#   question, one retriever and one chat client that it keeps for its lifetime. A question
-#   goes to POST /api/ask, which runs the chat worker (varaverk.answering.answer): it
-#   retrieves, builds the prompt for the profile, streams from the model server and appends
-#   one ledger row with source webgui when the turn completes. The dock streams the turn to
-#   the browser as NDJSON and, once the turn is done, saves the conversation under
-#   AI_DATA_DIR/ai_chats/.
+#   question, one retriever and one chat client that it keeps for its lifetime. The page
+#   posts a question to POST /api/turns, which starts the chat worker (varaverk.answering.answer)
+#   in a thread of that worker process: it retrieves, builds the prompt for the profile,
+#   streams from the model server and appends one ledger row with source webgui when the turn
+#   completes. Every event goes to the turn log (AI_DATA_DIR/turns.sqlite); pages follow it as
+#   Server-Sent Events from any worker, and the conversation is saved under
+#   AI_DATA_DIR/ai_chats/ once the turn is done or stopped.
 #
 # DESIGN PRINCIPLES
 #   One Retrieval Path
@@ -31,10 +32,14 @@
 #     An answer streams for seconds to minutes while the process mostly waits on the model
 #     server. gunicorn's threaded workers keep many streams open on few processes, and each
 #     process keeps one copy of the index's vector matrix instead of one per stream.
+#   A Turn Lives On The Server
+#     A reload, a second tab or a dropped connection attaches to the same turn and replays it
+#     from the event it last saw (Last-Event-ID); closing the tab does not stop it, Stop in
+#     any tab stops it for all. No worker holds state another worker needs.
 #   Saved When Done, Never Half
-#     A conversation is written only after a turn completes. An error from the model server,
-#     a dropped connection or a killed process leaves the stored conversation as it was: a
-#     partial reply is never stored as a finished answer.
+#     A conversation is written only after a turn completes, or, marked stopped, with the
+#     partial answer when someone pressed Stop. An error from the model server or a killed
+#     process leaves the stored conversation as it was.
 #   Plain Page, No Internet
 #     The page is server-rendered HTML with one small script and one stylesheet from the dock
 #     itself; it works on a network with no route to the internet.
@@ -85,8 +90,11 @@
 #   AI_DOCK_TOKEN
 #     Access token; required when AI_DOCK_BIND is not a loopback address. Never logged.
 #   AI_DOCK_WORKERS
-#     gunicorn worker processes (default 2); each runs 32 threads, so 64 answers can stream
-#     at once.
+#     gunicorn worker processes (default 2).
+#   AI_DOCK_MAX_TURNS, AI_DOCK_MAX_STREAMS, AI_DOCK_TURN_RETAIN_HOURS
+#     Answers generated at once over all workers (8); attached event streams per worker (24,
+#     each a gunicorn thread; 8 more threads serve the page); hours a finished turn's events
+#     stay replayable (24).
 #   AI_CHAT_HISTORY_MAX
 #     Conversations kept under AI_DATA_DIR/ai_chats/ (default 10); after each save the oldest
 #     by creation time are deleted.

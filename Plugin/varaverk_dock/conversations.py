@@ -4,11 +4,13 @@ A stored chat is replayed into later prompts, so it is untrusted input every tim
 each message is re-validated on the way in, from the browser and from disk (role ``user`` or
 ``assistant``, content a string of at most ``MAX_CONTENT_CHARS``); anything else is rejected
 and logged, never passed on. An assistant message also keeps the sources its answer cited, as a
-record (``sources``: citation, path, section, title, line range, score; ``index_head``: the
-index's HEAD commit then), re-validated the same way, so a reopened answer can still be checked;
-a bad record is dropped on load and the answer kept. Only ``Chat.history()`` (role and content)
-is ever replayed into a prompt: sources are shown, never sent. Reasoning and timings are not
-stored.
+record (``sources``: citation, path, section, title, line range, score, the chunk's text then;
+``index_head``: the index's HEAD commit then), re-validated the same way, so a reopened answer
+can still be checked; a bad record is dropped on load and the answer kept. What else the turn
+showed (reasoning, timings, tokens, escalation, findings) is its ``record``
+(``turn_record.validate_record``). Only ``Chat.history()`` (role and content) is ever replayed
+into a prompt: sources and records are shown, never sent.
+An answer someone stopped part-way is kept as far as it got, marked ``"stopped": true``.
 
 Files are written atomically: a temporary file in the same folder, write, flush,
 ``os.fsync``, ``os.replace``, then the folder is synced. A process killed at any moment leaves
@@ -38,6 +40,7 @@ from filelock import FileLock
 from varaverk.atomic_files import write_atomic
 
 from varaverk_dock.security import valid_chat_id
+from varaverk_dock.turn_record import InvalidRecord, validate_record
 
 log = logging.getLogger("varaverk.dock.chats")
 
@@ -49,6 +52,7 @@ MAX_MESSAGES = 200           # per chat; older turns beyond this are dropped on 
 MAX_FILE_BYTES = 64 << 20
 MAX_SOURCES = 50             # per answer; a retrieval keeps far fewer
 MAX_LABEL_CHARS = 1000       # a source's citation, path, section or title
+MAX_SOURCE_TEXT_CHARS = 20_000  # a source's chunk text (chunks are far smaller)
 SOURCE_TEXT_FIELDS = ("citation", "path", "section", "title")
 _HEAD = re.compile(r"[0-9a-f]{7,64}")
 TITLE_CHARS = 80
@@ -95,6 +99,12 @@ def _valid_source(raw: object) -> dict:
     if type(score) not in (int, float) or not math.isfinite(score):
         raise InvalidMessage("source score is not a finite number")
     out["score"] = float(score)
+    text = raw.get("text")
+    if text is not None:
+        if not isinstance(text, str) or len(text) > MAX_SOURCE_TEXT_CHARS or "\x00" in text:
+            raise InvalidMessage(f"source text is not a string of at most "
+                                 f"{MAX_SOURCE_TEXT_CHARS}")
+        out["text"] = text
     return out
 
 
@@ -155,10 +165,19 @@ def validate_message(raw: object) -> dict:
     except UnicodeEncodeError:  # "\ud800" parses as JSON but can never be saved as UTF-8
         raise InvalidMessage("content holds a lone surrogate (not valid Unicode)") from None
     message = {"role": role, "content": content}
+    if raw.get("stopped") is True and role == "assistant":
+        message["stopped"] = True  # the answer was stopped part-way (shown, never sent)
     if "sources" in raw or "index_head" in raw:
         if role != "assistant":
             raise InvalidMessage("only an assistant message has sources")
         message.update(validate_sources(raw.get("sources", []), raw.get("index_head")))
+    if "record" in raw:
+        if role != "assistant":
+            raise InvalidMessage("only an assistant message has a record")
+        try:
+            message["record"] = validate_record(raw["record"])
+        except InvalidRecord as exc:
+            raise InvalidMessage(f"record: {exc}") from None
     return message
 
 
@@ -422,12 +441,16 @@ class ChatStore:
 
     def append_turn(self, chat_id: str | None, question: str, answer: str,
                     profile: str, sources: list[dict] | None = None,
-                    index_head: str | None = None) -> Chat:
+                    index_head: str | None = None, record: dict | None = None,
+                    replace_last: bool = False, stopped: bool = False) -> Chat:
         """Add one completed turn (question and answer) and save; a new chat when no id.
 
-        Called only when a turn completed: a failed or interrupted turn is never stored.
+        Called only when a turn completed or was stopped (``stopped``: the partial answer,
+        marked ``"stopped": true``); a failed turn is never stored. ``replace_last``: the
+        chat's last question and answer are replaced (regenerate, edit and resend).
         ``sources`` (the answer's citations, ``varaverk.retrieval.search.citations`` entries) and
-        ``index_head`` are kept with the answer as its record (``validate_sources``).
+        ``index_head`` are kept with the answer as its record (``validate_sources``), and
+        ``record`` (``turn_record.validate_record``) as what else the turn showed.
 
         Raises:
             InvalidMessage: question or answer over the cap (nothing written); a malformed
@@ -442,6 +465,16 @@ class ChatStore:
                                                    "index_head": index_head})
             except InvalidMessage as exc:  # the answer is still worth keeping
                 log.warning("answer saved without its sources: %s", exc)
+        if record:
+            try:
+                kept = validate_record(record)
+            except InvalidRecord as exc:
+                log.warning("answer saved without its record: %s", exc)
+            else:
+                if kept:  # a turn that showed nothing more than its answer keeps no record
+                    answer_message["record"] = kept
+        if stopped:
+            answer_message["stopped"] = True
         pair = [question_message, answer_message]
         self._ensure_dir()
         with self._lock:
@@ -451,7 +484,10 @@ class ChatStore:
             else:
                 chat = Chat(id=self.new_id(), created=ts, updated=ts, profile=profile,
                             host=self.host)
-            chat.messages = (chat.messages + pair)[-MAX_MESSAGES:]
+            kept = chat.messages
+            if replace_last and [m["role"] for m in kept[-2:]] == ["user", "assistant"]:
+                kept = kept[:-2]
+            chat.messages = (kept + pair)[-MAX_MESSAGES:]
             chat.updated = ts
             chat.profile = profile
             self._write(chat)

@@ -34,6 +34,9 @@ class DockState:
     loopback: bool
     retriever: Any = None
     chat_client: Any = None
+    turn_log: Any = None      # varaverk.answering.turn_log.TurnLog, made by the factory
+    turn_runner: Any = None   # varaverk.answering.turn_runner.TurnRunner: this process's turns
+    streams: Any = None       # threading.BoundedSemaphore: attached event streams (cap)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def get_chat_client(self):

@@ -11,6 +11,7 @@ import logging
 from flask import Blueprint, jsonify
 
 from varaverk.errors import VaraverkError
+from varaverk.index.progress_file import read_progress
 from varaverk.index.status import status as index_status
 from varaverk.index.store.errors import IndexMissing
 from varaverk.ledger.fleet import fleet_totals
@@ -27,20 +28,24 @@ def status():
     """``GET /api/status``: the index's files, chunks, model, last build and whether it is
     behind the repository, as ``ai-index --status`` computes it (``varaverk.index.status.status``:
     HEAD moved, files changed, added or removed, or another embedder configured);
-    ``{"present": false, "message"}`` when there is no usable index."""
+    ``{"present": false, "message"}`` when there is no usable index. Both carry ``indexing``:
+    a refresh running now (``varaverk.index.progress_file.read_progress``: phase, done, total,
+    started, updated), or null."""
     settings = dock_state().settings
+    indexing = read_progress(settings.index_path)
     try:
         raw = index_status(settings)
     except IndexMissing:
-        return jsonify({"present": False,
+        return jsonify({"present": False, "indexing": indexing,
                         "message": "no index yet: run ai-index on this host"})
     except VaraverkError as exc:
         log.warning("status: %s", exc)
-        return jsonify({"present": False, "message": exc.one_line()})
+        return jsonify({"present": False, "indexing": indexing, "message": exc.one_line()})
     meta = raw.get("meta", {})
     behind = raw["behind"]
     info = {
         "present": True,
+        "indexing": indexing,
         "files": sum(raw.get("files_by_kind", {}).values()),
         "chunks": raw.get("chunks", 0),
         "files_by_kind": raw.get("files_by_kind", {}),

@@ -75,7 +75,8 @@
 #     yields TurnEvents; the CLI and the dock pass their own retriever and client.
 #   --stdin (default when run directly)
 #     Reads a TurnRequest as JSON on stdin ({"profile", "question", "history", "kind",
-#     "section", "k", "source"}) and writes one JSON event per line on stdout. Exit 0 when
+#     "section", "k", "source", "conversation"}; memory never recalls the conversation into
+#     itself) and writes one JSON event per line on stdout. Exit 0 when
 #     the turn ended with done, 69 when no model server was reachable, 66 without an index,
 #     1 on any other error.
 #   --config PATH, --token-db PATH --token-host NAME

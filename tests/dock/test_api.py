@@ -37,7 +37,7 @@ def test_profiles_lists_the_five_with_their_grants(client):
     assert body["default"] == "varaverk"
     by_name = {p["name"]: p for p in body["profiles"]}
     assert list(by_name) == ["varaverk", "chat", "code", "troubleshoot", "notes"]
-    assert by_name["chat"]["capabilities"] == [] and by_name["chat"]["retrieves"] is False
+    assert by_name["chat"]["capabilities"] == ["memory"] and by_name["chat"]["retrieves"] is False
     assert by_name["chat"]["escalates_to"] == "varaverk"
     assert by_name["varaverk"]["history_turns"] == 3
     assert "scoped_log" in by_name["troubleshoot"]["capabilities"]
@@ -92,14 +92,17 @@ def test_ask_streams_sources_then_content_then_done_and_saves(client, settings):
     stored = json.loads(path.read_text())
     question, answer = stored["messages"]
     assert question == {"role": "user", "content": QUESTION}
-    # The answer keeps its sources as a record (no chunk text), with the index's HEAD then.
+    # The answer keeps its sources as a record (chunk text included, so a reopened answer's
+    # sources open), with the index's HEAD then.
     assert answer["content"] == EXPECTED_ANSWER
     assert answer["index_head"] == git(settings.ai_repo_root, "rev-parse", "HEAD").strip()
     assert answer["sources"] == [
         {k: s[k] for k in ("citation", "path", "section", "title", "start_line", "end_line",
-                           "score")} for s in sources]
+                           "score", "text")} for s in sources]
     assert answer["sources"][0]["start_line"] >= 1 and answer["sources"][0]["score"] > 0
-    assert "timings" not in json.dumps(stored) and "text" not in answer["sources"][0]
+    # What else the turn showed is the answer's record, as the done event carried it.
+    assert answer["record"]["timings"] == done["timings"]
+    assert answer["record"]["completion_tokens"] == 10
     rows, problems = read_rows(settings.token_db_path)
     assert problems == [] and len(rows) == 1
     assert (rows[0].host, rows[0].profile, rows[0].source) == ("hostA", "varaverk", "webgui")
@@ -462,7 +465,8 @@ def test_disabled_dock_shows_a_disabled_page_and_ask_is_503(settings):
     assert client.get("/api/chats").status_code == 503
 
 
-def test_reasoning_streams_separately_and_is_not_stored(client, model, settings):
+def test_reasoning_streams_separately_and_is_stored_only_as_the_record(client, model,
+                                                                       settings):
     model.script(thinking=["Let me check ", "the header."], content=["Five ", "percent."])
     _, events = ask(client, profile="code")
     thinking = "".join(e["data"]["text"] for e in events if e["type"] == "thinking")
@@ -471,8 +475,10 @@ def test_reasoning_streams_separately_and_is_not_stored(client, model, settings)
     assert done["answer"] == "Five percent." and done["reasoning"] == thinking
     assert set(done["timings"]) >= {"generation_s", "total_s"}
     [path] = chat_files(settings)
-    stored = path.read_text()
-    assert "Let me check" not in stored and "Five percent." in stored
+    answer = json.loads(path.read_text())["messages"][1]
+    # Shown again when the chat is reopened, never part of the answer replayed into prompts.
+    assert answer["content"] == "Five percent."
+    assert answer["record"]["reasoning"] == "Let me check the header."
 
 
 def test_troubleshoot_ask_carries_the_log_path_to_the_worker(client, model, settings, tmp_path):

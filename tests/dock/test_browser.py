@@ -192,14 +192,16 @@ def _finish(page):
 
 def test_browser_new_chat_switch_and_delete_during_a_stream_never_mix_conversations(
         page, running_dock, model):
+    """A turn belongs to the conversation it was asked in and lives on the server: leaving
+    that conversation detaches the page (the answer goes on and is saved where it belongs),
+    deleting it stops the answer first."""
     from playwright.sync_api import expect
 
     asks: list[dict] = []
-    page.on("request", lambda r: asks.append(r.post_data_json) if r.url.endswith("/api/ask")
-            else None)
+    page.on("request", lambda r: asks.append(r.post_data_json)
+            if r.url.endswith("/api/turns") and r.method == "POST" else None)
     page.on("dialog", lambda d: d.accept())
-    # Every reply streams for about two seconds (the knob is read per delta, so it stays set):
-    # an abandoned stream would end, and unfixed save, while the later steps run.
+    # Every reply streams for about two seconds (the knob is read per delta, so it stays set).
     slow = ["According ", "to ", "the ", "docs, ", "this ", "is ", "slow."]
     model.script(content=slow)
     model.delta_delay = 0.25
@@ -216,14 +218,14 @@ def test_browser_new_chat_switch_and_delete_during_a_stream_never_mix_conversati
         expect(page.locator(".msg.assistant .answer").last).to_contain_text("According")
 
     # New chat while an answer streams: Ask works again, the next question starts a new chat
-    # with no history, and the abandoned stream never writes into it.
-    start_slow("first question, abandoned")
+    # with no history, and the first answer is finished and saved in a conversation of its own.
+    start_slow("first question, left streaming")
     page.click("#new-chat")
     expect(page.locator("#ask")).to_be_enabled()
     expect(page.locator(".msg")).to_have_count(0)
     ask("second question")
     assert "chat_id" not in asks[-1]
-    assert "abandoned" not in json_of_last_chat(model)
+    assert "left streaming" not in json_of_last_chat(model)
     page.wait_for_timeout(stream_seconds * 1000 + 500)
     ask("third question")
     chats = _stored_chats(running_dock.settings)
@@ -231,7 +233,8 @@ def test_browser_new_chat_switch_and_delete_during_a_stream_never_mix_conversati
     assert len(second) == 1 and asks[-1]["chat_id"] == second[0]
     assert [m for m in chats[second[0]] if m.endswith("question")] == [
         "second question", "third question"]
-    assert not any("first question, abandoned" in msgs for msgs in chats.values())
+    first = [msgs for msgs in chats.values() if "first question, left streaming" in msgs]
+    assert first == [["first question, left streaming", "".join(slow)]]
     expect(page.locator(".msg.user")).to_have_count(2)
 
     # Switching to another conversation while an answer streams.
@@ -252,9 +255,9 @@ def test_browser_new_chat_switch_and_delete_during_a_stream_never_mix_conversati
     chats = _stored_chats(running_dock.settings)
     assert [m for m in chats[other] if m.endswith(("question", "chat"))] == [
         "other chat question", "follow-up in the other chat"]
-    assert "switched away from" not in chats[second[0]]
+    assert chats[second[0]][-2:] == ["switched away from", "".join(slow)]
 
-    # Deleting the conversation an answer streams into.
+    # Deleting the conversation an answer streams into stops the answer: nothing is saved.
     start_slow("asked, then deleted")
     page.locator(f"#chat-list li[data-id='{other}']").hover()  # the × shows on hover
     page.locator(f"#chat-list li[data-id='{other}'] .chat-delete").click()
@@ -286,7 +289,9 @@ def test_browser_similar_lists_the_nearest_sections_of_other_files(page, running
                            params={"k": "5", "target": target}).json()
     assert api["results"], api
     expect(items).to_have_count(len(api["results"]))
-    shown = [(items.nth(i).get_attribute("title"), items.nth(i).locator(".score").inner_text())
+    shown = [(items.nth(i).get_attribute("title"), items.nth(i).inner_text())
              for i in range(len(api["results"]))]
-    assert shown == [(h["text"], f"{h['score']:.3f}") for h in api["results"]]
+    assert shown == [(h["text"], h["citation"]) for h in api["results"]]
+    # Cosine scores are on another scale than the sources' fused ones: neither is shown.
+    assert page.locator(".msg.assistant .score").count() == 0
     assert not any(h["path"] == "Backup/rsync_mirror.sh" for h in api["results"])

@@ -42,8 +42,10 @@ def test_an_answer_keeps_its_sources_record_through_a_save_and_a_load(store):
     chat = store.append_turn(None, "What caps deletions?", "MIRROR_MAX_DELETE_PCT.", "varaverk",
                              sources=[{**SOURCE, "text": "the chunk"}], index_head="ab12cd3" * 2)
     loaded = store.load(chat.id)
+    # The chunk's text is kept too, so a reopened answer's source opens to it.
     assert loaded.messages[1] == {"role": "assistant", "content": "MIRROR_MAX_DELETE_PCT.",
-                                  "sources": [SOURCE], "index_head": "ab12cd3" * 2}
+                                  "sources": [{**SOURCE, "text": "the chunk"}],
+                                  "index_head": "ab12cd3" * 2}
     assert loaded.history() == [{"role": "user", "content": "What caps deletions?"},
                                 {"role": "assistant", "content": "MIRROR_MAX_DELETE_PCT."}]
 

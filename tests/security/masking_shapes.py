@@ -126,6 +126,17 @@ SHAPES: tuple[Shape, ...] = (
           "masked", ("umweuQAg3ePe",), ("The stored key is",)),
     Shape("password on a command line", "doc", "mysql -uroot -pS3cr3t-db harbor", "masked",
           ("S3cr3t-db",), ("mysql -uroot -p",)),
+    Shape("passwords of curl and docker login", "doc",
+          "curl -u admin:S3cr3t-nas https://nas.lan/api\n"
+          "docker login -u bob -p S3cr3t-reg registry.lan", "masked",
+          ("S3cr3t-nas", "S3cr3t-reg"), ("curl -u admin:", "docker login -u bob -p ")),
+    Shape("htpasswd in a compose label ($ doubled)", "template",
+          '- "traefik.http.middlewares.auth.basicauth.users=admin:$$apr1$$EXAMPLE1$$'
+          'pKqMPY/CvxxWzfhbX7iYwD"', "masked", ("EXAMPLE1", "pKqMPY"),
+          ("basicauth.users=admin:",)),
+    Shape("a KEY=value line: the rest of the line (hostapd, an env prefix)", "template",
+          "wpa_passphrase=tangerine dream\nPGPASSWORD=tangerinedream pg_dump app", "masked",
+          ("tangerine dream", "tangerinedream"), ("wpa_passphrase=", "PGPASSWORD=")),
     # -- documentation examples: masked, with an info line instead of a warning
     Shape("an example password in a Markdown code block", "doc",
           "```yaml\nPOSTGRES_PASSWORD: postgres\n```", "example", ("postgres\n",),
@@ -141,6 +152,10 @@ SHAPES: tuple[Shape, ...] = (
     Shape("example credentials in a URL in a Markdown code block", "doc",
           "```\nmongosh mongodb+srv://admin:s1cret0@mongodb-svc/admin\n```", "example",
           ("s1cret0",), ("@mongodb-svc/admin",)),
+    Shape("a hash in a Markdown code block whose password the text gives", "doc",
+          "```yaml\n## Password is 'authelia'\npassword: '$6$rounds=50000$BpLnfgDsc2WD8F2q$Zis."
+          "ixdg9s/uOJYrs56b5QEZFiZECu0qZVNsIYxBaNJ7ucIL.nlxVCT5tqh8KHG8X4tlwCFm5r6NTOZZ5qRFN/'"
+          "\n```", "example", ("Zis.ixdg9s",), ("password: '",)),
     # -- not secrets: key names and references
     Shape("a secret's key name (secretKeyRef)", "template",
           "valueFrom:\n  secretKeyRef:\n    name: vpn-secrets\n    key: vpn-password", "kept"),
@@ -176,7 +191,8 @@ SHAPES: tuple[Shape, ...] = (
           "private_key: |\n  -----BEGIN PRIVATE KEY-----\n  ...\n  -----END PRIVATE KEY-----",
           "kept"),
     Shape("documented command-line options", "doc",
-          "sort --key=field names.txt\nrestic --password-file=/etc/restic.pw backup", "kept"),
+          "sort --key=field names.txt\nrestic --password-file=/etc/restic.pw backup\n"
+          "```shell\nflux create secret git fluxcd \\\n    --password=password \\\n```", "kept"),
     Shape("token lifetimes", "template",
           "access_token_lifetime: 24h\ntokenTTL: 720h\nrefresh_token_expiry: 30d\n"
           "SESSION_KEY_ROTATE_DAYS=30", "kept"),
@@ -186,6 +202,15 @@ SHAPES: tuple[Shape, ...] = (
     Shape("a bare key: naming something", "template",
           "- key: node-role.kubernetes.io/control-plane\n  operator: Exists\n- key: yolov9",
           "kept"),
+    Shape("Kubernetes label keys (topologyKey)", "template",
+          "- topologyKey: kubernetes.io/hostname\n  topologyKey: topology.kubernetes.io/zone",
+          "kept"),
+    Shape("a key's name as its value (TSIG key, OAuth client key, a claim's field)",
+          "template", "ddns_update_key: ddnskey\nGENERIC_API_KEY: 'email'\n"
+          "OG_OIDC_CLIENT_KEY=opengist\noidc.client-key: opengist", "kept"),
+    Shape("settings about a secret (when to update it, cache keys, a list)", "template",
+          "update_password: always\nrestore-keys: |\n  mkdocs-material-\n"
+          "Appender.Auth=2,2,1,Auth.log,a", "kept"),
     Shape("types, requirements, counts", "template",
           "password: string\ntoken: required\nAI_TOKEN_RETAIN_ROWS=20000\nPIN_CODE_LENGTH=4\n"
           "def check(user: str, password: str,\npermissions:\n  id-token: write", "kept"),
@@ -217,6 +242,9 @@ SHAPES: tuple[Shape, ...] = (
     Shape("identifiers and names with a random part", "template",
           'clusterPoolIPv4PodCIDRList: "10.42.0.0/16"\n'
           "branch: claude/sync-dotfiles-011CUP87cRV6c51eEi3Chg99", "kept"),
+    Shape("file names with a random part (web fonts)", "doc",
+          "├─ KFOjCnqEu92Fr1Mu51TjASc-CsTKlA.woff2\n"
+          "└─ L0xTDF4xlVMF-BfR8bXMIhJHg45mwgGEFl0_3vrtSM1J-gEPT5Ese6hmHSV0mf0h.woff2", "kept"),
     Shape("paths", "doc", "tmux -S /var/folders/zc/abc123/T/overmind-my-app-abc123-63547-1/"
           "Socket1/ExampleFolder2", "kept"),
     Shape("base64 of prose", "doc",

@@ -136,3 +136,38 @@ def test_documentation_examples_get_an_info_line(tmp_path, model_server):
     assert "2 values masked (2 documentation examples)" in log
     info = json.loads(run_index(settings, "--status", "--json").stdout)
     assert info["masked"] == []  # no warning in --status: nothing to remove
+
+
+HASHES = """\
+# Proxy users
+
+The users file:
+
+```
+test:$apr1$H6uskkkW$IgXLP6ewTrSuBkTrqE8wj/
+```
+
+Login as `admin` with the hash below (the password is 'admin'):
+
+```
+admin:$apr1$Wq2eBRa7$ra5V3m3L0O4nnaZ5vOVVJ/
+```
+"""
+
+
+def test_a_hash_in_documentation_is_warned_about_as_documentation(tmp_path, model_server):
+    """A hash in a README's code block: masked, and the warning says where it is and that
+    a made-up example may stay; a hash whose password the text gives is an example."""
+    repo = make_repo(tmp_path / "r", {"README.md": HASHES})
+    settings = make_settings(repo, tmp_path, model_server)
+    proc = run_index(settings)
+    assert proc.returncode == 0, proc.stderr
+    stored = _chunks(settings)
+    assert "IgXLP6ewTrSuBkTrqE8wj" not in stored and "ra5V3m3L0O4nnaZ5vOVVJ" not in stored
+    log = (settings.ai_log_dir / "ai-index.log").read_text()
+    assert ("README.md: line 6: masked a secret-looking value (password hash in a "
+            "documentation code block) before indexing; if it is no made-up example, remove "
+            "it from the repository") in log
+    assert "README.md: line 12: masked a documentation example (password hash)" in log
+    info = json.loads(run_index(settings, "--status", "--json").stdout)
+    assert [m["path"] for m in info["masked"]] == ["README.md"]

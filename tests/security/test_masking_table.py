@@ -119,3 +119,18 @@ def test_any_text_is_masked_without_error_and_keeps_its_lines():
             assert masked.text.count("\n") == text.count("\n")
             total = text.count("\n") + 1
             assert all(1 <= line <= total for line, _ in masked.hits + masked.examples)
+
+
+def test_a_hash_in_documentation_is_named_so():
+    """An htpasswd line in a README's code block: still a finding (a real user's hash may
+    be documented there), named as documentation; told its password, an example."""
+    doc = "# Proxy\n\n```\ntest:$apr1$H6uskkkW$IgXLP6ewTrSuBkTrqE8wj/\n```\n"
+    masked = mask_secrets(doc, "readme")
+    assert masked.hits == ((4, "password hash in a documentation code block"),)
+    told = doc.replace("```\n", "```\n# the password is 'test'\n", 1)
+    masked = mask_secrets(told, "readme")
+    assert masked.hits == () and masked.examples == ((5, "password hash"),)
+    assert "IgXLP6ewTrSuBkTrqE8wj" not in masked.text
+    # Outside documentation (a compose file's comment) it is a plain finding.
+    assert mask_secrets("# test:$apr1$H6uskkkW$IgXLP6ewTrSuBkTrqE8wj/", "template").hits \
+        == ((1, "password hash"),)

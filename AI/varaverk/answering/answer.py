@@ -6,14 +6,16 @@ token ledger behave the same whichever way a question arrives. A turn runs named
 
     retrieve   rewrite a follow-up into a standalone query, search, judge confidence
     escalate   hand a chat turn to its escalation profile when the index is confident
+    recall     long-term memory for profiles holding ``memory`` (``answering.remembering``)
     evidence   capability evidence for profiles holding more than retrieval (log, health, ...)
     generate   build the prompt (``varaverk.answering.prompts``) and stream the model
     scan       the code profile's drafted shell, scanned for destructive operations
     record     one ledger row for the completed answer
 
-Events (``TurnEvent.type``): ``profile`` (escalation), ``sources``, ``capability``,
-``thinking``, ``content``, ``findings`` (code profile), then exactly one ``done`` or one
-``error``; nothing follows an error, so a half answer is never recorded as a completed ask.
+Events (``TurnEvent.type``): ``profile`` (escalation), ``memory`` (what was recalled),
+``sources``, ``capability``, ``thinking``, ``content``, ``findings`` (code profile), then
+exactly one ``done`` or one ``error``; nothing follows an error, so a half answer is never
+recorded as a completed ask.
 A documentation-only profile with nothing relevant answers ``NOT_COVERED`` with the nearest
 sources and never calls the model.
 """
@@ -28,9 +30,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from varaverk.answering.generation.events import GenerationUnavailable
-from varaverk.answering.profiles import (CODE_SCANNING, RETRIEVAL, Profile, UnknownProfile,
-                                         get_profile)
+from varaverk.answering.profiles import (CODE_SCANNING, MEMORY, RETRIEVAL, Profile,
+                                         UnknownProfile, get_profile)
 from varaverk.answering.prompts import build_messages, context_budget
+from varaverk.answering.remembering import Remembered, recall_for_turn
 from varaverk.answering.rewrite import looks_dependent, standalone_query
 from varaverk.config import ConfigError
 from varaverk.errors import VaraverkError, exit_code_for_kind
@@ -59,6 +62,8 @@ class TurnRequest:
         source: where the ask came from, for the ledger (``cli`` or ``webgui``).
         source_name: retrieve only from this named source (``repo``, ``vault``); None: the
             profile's own source types.
+        conversation: the conversation this turn belongs to (the dock's chat id): memory
+            never recalls it into itself; None: a one-off question.
     """
 
     profile: str
@@ -70,6 +75,7 @@ class TurnRequest:
     log_path: str | None = None
     source: str = "cli"
     source_name: str | None = None
+    conversation: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict) -> "TurnRequest":
@@ -89,7 +95,8 @@ class TurnRequest:
         return cls(profile=str(data.get("profile") or "varaverk"), question=question,
                    history=history, kind=data.get("kind"), section=data.get("section"), k=k,
                    log_path=data.get("log_path"), source=str(data.get("source") or "cli"),
-                   source_name=data.get("source_name") or None)
+                   source_name=data.get("source_name") or None,
+                   conversation=str(data["conversation"]) if data.get("conversation") else None)
 
 
 @dataclass
@@ -146,6 +153,7 @@ class _Turn:
     hits: list = field(default_factory=list)
     confident: bool = False
     evidence: list[str] = field(default_factory=list)
+    memory: Remembered = field(default_factory=Remembered)
 
     @property
     def answers_from_docs(self) -> bool:
@@ -174,7 +182,7 @@ class _Turn:
         self.timings["total_s"] = self.elapsed()
         return TurnEvent("done", {"sources": self.sources, "index_head": self.index_head,
                                   "timings": self.timings, "profile": self.profile.name,
-                                  "query": self.query, **data})
+                                  "query": self.query, "memory": self.memory.recalled, **data})
 
 
 def run_turn(request: TurnRequest, settings, *, retriever=None, chat_client=None,
@@ -208,6 +216,7 @@ def run_turn(request: TurnRequest, settings, *, retriever=None, chat_client=None
                                   completion_tokens=None, tok_s=None, not_covered=True,
                                   truncated=False, prompt_cut=False)
             return
+        yield from _recall(turn)
         yield from _evidence(turn)
         if turn.answers_from_docs:
             yield turn.sources_event()
@@ -306,14 +315,23 @@ def _escalate(turn: _Turn) -> Iterator[TurnEvent]:
 
 def _not_covered(turn: _Turn) -> bool:
     """A documentation-only profile with nothing relevant: answer without the model."""
-    only_docs = turn.answers_from_docs and not (set(turn.profile.capabilities) - {RETRIEVAL})
+    only_docs = turn.answers_from_docs and \
+        not (set(turn.profile.capabilities) - {RETRIEVAL, MEMORY})
     return only_docs and not turn.confident
+
+
+def _recall(turn: _Turn) -> Iterator[TurnEvent]:
+    """Step recall: what the operator said in earlier conversations, as a quoted block."""
+    embedder = getattr(turn.retriever, "embedder", None)
+    turn.memory = recall_for_turn(turn.profile, turn.request, turn.settings, embedder)
+    if turn.memory.recalled:
+        yield TurnEvent("memory", {"recalled": turn.memory.recalled})
 
 
 def _evidence(turn: _Turn) -> Iterator[TurnEvent]:
     """Step evidence: capability blocks and extra retrieval queries for the prompt."""
     profile = turn.profile
-    if not (set(profile.capabilities) - {RETRIEVAL, CODE_SCANNING}):
+    if not (set(profile.capabilities) - {RETRIEVAL, CODE_SCANNING, MEMORY}):
         return
     # Imported here: psutil and the log readers cost start-up time the other profiles skip.
     from varaverk.answering.capabilities import gather_context
@@ -355,7 +373,8 @@ def _messages(turn: _Turn) -> list[dict]:
     return build_messages(turn.profile.system_prompt(), turn.request.question,
                           history=turn.request.history,
                           history_turns=turn.profile.history_turns, context=context,
-                          evidence=turn.evidence, answers_from_documents=turn.answers_from_docs)
+                          evidence=[turn.memory.block, *turn.evidence],
+                          answers_from_documents=turn.answers_from_docs)
 
 
 def _generate(turn: _Turn):

@@ -27,8 +27,10 @@ INCIDENTS = "incidents"
 CONF_LOOKUP = "conf_lookup"
 BUG_FILING = "bug_filing"
 CODE_SCANNING = "code_scanning"
+# Long-term memory (varaverk.memory): what the operator said in earlier conversations.
+MEMORY = "memory"
 CAPABILITIES = (RETRIEVAL, SCOPED_LOG, LIVE_HEALTH, RUN_EVIDENCE, INCIDENTS, CONF_LOOKUP,
-                BUG_FILING, CODE_SCANNING)
+                BUG_FILING, CODE_SCANNING, MEMORY)
 
 
 class CapabilityDenied(PermissionError):
@@ -97,9 +99,11 @@ PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
         Profile("varaverk", "Varaverk (answers from the docs)", 3, frozenset({RETRIEVAL})),
-        # No capabilities, deliberately: a guarantee, not an oversight. It may be *handed* to
-        # varaverk when the index holds confident matches; it never retrieves itself.
-        Profile("chat", "Chat (general, no access)", 8, frozenset(), escalates_to="varaverk",
+        # Nothing on this host, deliberately: a guarantee, not an oversight; only memory (what
+        # the operator told it, when AI_MEMORY_ENABLED). It may be *handed* to varaverk when
+        # the index holds confident matches; it never retrieves itself.
+        Profile("chat", "Chat (general, no access)", 8, frozenset({MEMORY}),
+                escalates_to="varaverk",
                 source_types=("repo", "notes", "chats"), notes_escalation="notes"),
         Profile("code", "Code (drafts shell, scanned)", 4, frozenset({CODE_SCANNING})),
         Profile("troubleshoot", "Troubleshoot (log first)", 2,
@@ -107,8 +111,8 @@ PROFILES: dict[str, Profile] = {
                            CONF_LOOKUP, BUG_FILING})),
         # The operator's own notes and chats (AI_SOURCES of type notes and chats), with the
         # same citation and "not covered" rules as varaverk.
-        Profile("notes", "Notes (answers from your notes and chats)", 3, frozenset({RETRIEVAL}),
-                source_types=("notes", "chats")),
+        Profile("notes", "Notes (answers from your notes and chats)", 3,
+                frozenset({RETRIEVAL, MEMORY}), source_types=("notes", "chats")),
     )
 }
 DEFAULT_PROFILE = "varaverk"

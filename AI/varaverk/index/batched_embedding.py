@@ -41,7 +41,7 @@ def reusable_vectors(idx: Index, pending: list) -> dict[int, list]:
     return reused
 
 
-def embed_all(emb, chunks: list, progress, report: IndexReport, expect=None):
+def embed_all(emb, chunks: list, progress, report: IndexReport, expect=None, on_step=None):
     """Embed ``chunks``; returns ``({id(chunk): [(piece, vector), ...]}, {id(chunk): message})``.
 
     Texts are embedded shortest first (less padding for batched local inference). A chunk the
@@ -49,12 +49,14 @@ def embed_all(emb, chunks: list, progress, report: IndexReport, expect=None):
     ``MAX_SPLIT_DEPTH`` times; any other failure is returned for the caller to record.
     ``progress``: as ``refresh`` takes it. ``expect``: the stored meta (None: a rebuild); the
     first vector of another length than the stored ones raises IndexMismatch at once (the
-    model behind a name changed), instead of a probe request.
+    model behind a name changed), instead of a probe request. ``on_step(done, total)``: also
+    called after each batch (the index's progress file), whatever ``progress`` shows.
     """
     # Work items: (original chunk id, piece, depth). Originals keep their document order in the
     # result because pieces are collected per original in the order they were split.
     work = [(id(c), c, 0) for c in chunks]
     batches = _Batches(emb, progress, report, expect, len(work))
+    batches.on_step = on_step
     try:
         while work:
             work.sort(key=lambda w: len(w[1].embed_text))
@@ -74,6 +76,7 @@ class _Batches:
     def __init__(self, emb, progress, report: IndexReport, expect: dict | None, total: int):
         self.emb, self.progress, self.report, self.expect = emb, progress, report, expect
         self.total, self.done = total, 0
+        self.on_step = None
         self.bar = _progress_bar(progress, total)
         self.step = (max(1, emb.batch_size * PROGRESS_BATCH_FACTOR)
                      if hasattr(emb, "batch_size") else 64)
@@ -89,6 +92,8 @@ class _Batches:
             retry += self._take(origin, piece, depth, result, i)
         self.done += len(batch)
         _tick(self.bar, self.progress, self.done, self.total)
+        if self.on_step is not None:
+            self.on_step(self.done, self.total)
         return retry
 
     def _take(self, origin: int, piece, depth: int, result, i: int) -> list:

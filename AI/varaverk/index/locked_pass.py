@@ -22,6 +22,7 @@ from varaverk.index.change_detection import (configured_embedder, racy, racy_sin
 from varaverk.index.classify import (VERDICTS_META, Entry, Listed, head_key, heads_moved,
                                      list_all)
 from varaverk.index.prepare import LinkTitles, guarded_decode_and_chunk, read_document, sha256
+from varaverk.index.progress_file import ProgressFile
 from varaverk.index.report import IndexReport
 from varaverk.index.secret_masks import EXAMPLE, masked_note
 from varaverk.index.store.compatibility import check_compatible, names_other_embedder
@@ -55,8 +56,9 @@ def run_locked(settings, embedder: Any, force: bool, progress: Any,
         path = Path(settings.index_path)
         fresh = not path.exists()
         try:
-            with Index.open(path) as idx:
+            with Index.open(path) as idx, ProgressFile(path) as progress_file:
                 run = _Run(settings, idx, None, factory, force, progress, report, started,
+                           progress_file=progress_file,
                            states={} if force else idx.file_states(), meta=idx.meta(),
                            stamp=stamp, changes=IndexChanges(replace_all=force))
                 if seen is not None and not force and \
@@ -147,6 +149,7 @@ class _Run:
     pending: list = field(default_factory=list)  # list[_Pending]
     entries: list = field(default_factory=list)  # list[Entry], every source's
     links: LinkTitles | None = None              # the notes sources' link titles
+    progress_file: ProgressFile | None = None    # what the dock shows of this run
 
 
 def _refresh_locked(run: _Run) -> None:
@@ -168,6 +171,8 @@ def _refresh_locked(run: _Run) -> None:
     if not _has_changes(run):
         report.seconds = time.monotonic() - started
         return  # another run did the work while we waited for the lock
+    if run.progress_file:
+        run.progress_file.set_phase("writing")
     _write(run)
 
 
@@ -293,7 +298,7 @@ def _embed_pending(run: _Run) -> None:
     embed_started = time.monotonic()
     vectors, failures = embed_all(
         emb, [c for p in run.pending for c in p.chunks if id(c) not in reused], run.progress,
-        report, expect)
+        report, expect, on_step=run.progress_file.update if run.progress_file else None)
     vectors.update(reused)
     report.timings["embed"] = time.monotonic() - embed_started
     for item in run.pending:

@@ -38,6 +38,7 @@ def report_masked(path: str, decoded: Decoded, chunks: list) -> Decoded:
     finding and must not bury the real ones."""
     if not decoded.masked:
         return decoded
+    from varaverk.masking.documents import IN_DOCUMENTATION
     from varaverk.masking.shapes import MASK
 
     lines = decoded.text.split("\n")
@@ -57,7 +58,9 @@ def report_masked(path: str, decoded: Decoded, chunks: list) -> Decoded:
                      line, what.removeprefix(EXAMPLE), extra=DETAIL)
         else:
             log.warning("%s: line %d: masked a secret-looking value (%s) before indexing; "
-                        "remove it from the repository", path, line, what)
+                        "%sremove it from the repository", path, line, what,
+                        "if it is no made-up example, " if what.endswith(IN_DOCUMENTATION)
+                        else "")
     return decoded._replace(masked=kept)
 
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from varaverk.masking.blocks import BLOCK_SCALAR, mask_blocks
 from varaverk.masking.layout import DRAWER_LINE, Layout, inline_code
 from varaverk.masking.shapes import (BEARER, CLI_PASSWORD, CRYPT_HASH, DOC_URL_CREDS, MASK,
-                                     looks_random, token_shapes)
+                                     cli_value, looks_random, token_shapes)
 from varaverk.masking.values import (EXAMPLE, FILLER, SECRETISH, URL, base64_text,
                                      example_looking, key_role, key_words, secret_value,
                                      stands_in)
@@ -79,6 +79,14 @@ def _identifier(tok: str) -> bool:
     return covered >= 0.5 * len(tok)
 
 
+# Ends the finding of a value that documentation shows but does not call made up (a hash).
+IN_DOCUMENTATION = " in a documentation code block"
+# "Password is 'authelia'", "digest for 'password'": the text tells a hash's password.
+_PLAINTEXT_TOLD = re.compile(
+    r"\b(?:password|passphrase|passwd|digest|hash)\b[\w \t]{0,20}?['\"`][^'\"`\s]{1,64}['\"`]",
+    re.I)
+
+
 class _Spans:
     """Disjoint ``[start, end)`` spans in order; a test for a free range costs a bisection
     (a line with thousands of masked values stays linear)."""
@@ -139,7 +147,18 @@ class _Line:
         # "'$pbkdf2...'  # The digest of 'insecure_secret'": the comment says it is made up.
         example = value is not None and documented and (example_looking(value) or (
             end <= self.comment and bool(EXAMPLE.search(self.text[self.comment:].lower()))))
+        if what == "password hash" and not example and self.layout.prose_kind \
+                and self.in_code(start):
+            # A hash of a password the document gives (``## Password is 'authelia'``)
+            # protects nothing: an example. Any other stays a finding, named as documentation.
+            example = self._plaintext_given()
+            what = what if example else "password hash" + IN_DOCUMENTATION
         self.found.append((what, example))
+
+    def _plaintext_given(self) -> bool:
+        """Whether this line's comment or one of the three lines above tells a password."""
+        above = self.layout.lines[max(0, self.number - 3):self.number]
+        return any(_PLAINTEXT_TOLD.search(t) for t in [*above, self.text[self.comment:]])
 
     def in_code(self, pos: int) -> bool:
         return self.layout.in_code(self.number, pos, self.code_spans)
@@ -172,8 +191,8 @@ def _mask_shapes(ln: _Line, long_run: bool) -> None:
         pw = m.group("pw")
         if not stands_in(pw) and ln.free(m.start("pw"), m.end("pw")):
             ln.take(m.start("pw"), m.end("pw"), "credentials in a URL", pw)
-    for m in CLI_PASSWORD.finditer(text) if "-p" in text else ():
-        group = "value" if m.group("value") is not None else "value2"
+    for m in CLI_PASSWORD.finditer(text) if "-p" in text or "-u" in text else ():
+        group = cli_value(m)
         value = m.group(group).rstrip(".,;:)")  # "sshpass -p SECRET." in a sentence
         start, end = m.start(group), m.start(group) + len(value)
         if not stands_in(value) and ln.free(start, end):
@@ -209,7 +228,8 @@ def _value_end(ln: _Line, key_start: int, pos: int, sep: str) -> int:
 
 
 def _pairs(ln: _Line):
-    """``(key, value start, value end, quoted)`` for every ``key: value`` / ``key=value``."""
+    """``(key, value start, value end, quoted, whole line)`` for every ``key: value`` /
+    ``key=value`` (whole line: ``KEY=`` starts the line, the rest of it is the value)."""
     text, pos = ln.text, 0
     while m := _PAIR_KEY.search(text, pos):
         key, vpos, sep = m.group("qkey") or m.group("key"), m.end(), m.group("sep").strip()
@@ -223,13 +243,18 @@ def _pairs(ln: _Line):
             start, end, quoted = vpos + 1, (q.end() - 1 if q else len(text)), True
         else:
             start, end, quoted = vpos, _value_end(ln, m.start(), vpos, sep), False
-        yield key, start, end, quoted
+        # KEY=value at the line's start, "=" tight: the rest of the line is the value; not
+        # an option (--password=x) nor a line a backslash continues (a command's).
+        whole_line = not quoted and m.group("sep") == "=" \
+            and _ASSIGNMENT_LEAD.match(ln.text, ln.lead).end() == m.start() \
+            and text[m.start() - 1:m.start()] != "-" and not text.rstrip().endswith("\\")
+        yield key, start, end, quoted, whole_line
         pos = max(pos, vpos)  # a value may hold pairs: "jdbc:...?password=x", KEY=a=b
 
 
 def _mask_pairs(ln: _Line) -> None:
     """Values under secret-named keys."""
-    for key, start, end, quoted in _pairs(ln):
+    for key, start, end, quoted, whole_line in _pairs(ln):
         role = key_role(key)
         if not role or not ln.free(start, end):
             continue
@@ -237,7 +262,7 @@ def _mask_pairs(ln: _Line) -> None:
         prose = ln.layout.mode[ln.number] == "prose" and not ln.in_code(start)
         if BLOCK_SCALAR.fullmatch(value.strip()) or not quoted and len(value) >= _MAX_VALUE:
             continue  # on the next lines (``mask_blocks``); text, not a password
-        if secret_value(value, role, key_words(key), quoted, prose):
+        if secret_value(value, role, key_words(key), quoted, prose, whole_line):
             ln.take(start, end, key, value)
             meta = ln.layout.mode[ln.number] == "meta" and not DRAWER_LINE.match(ln.text)
             if meta and not quoted:
@@ -284,6 +309,8 @@ def _kept_random(ln: _Line, run: int, tok: str, depth: int) -> bool:
 
 
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9._~+/=-]*")
+# A file name's extension after a random-looking stem (a web font's KFOjCnqEu92Fr1Mu51.woff2).
+_FILE_EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,5}(?![\w.+/=-])")
 _LONG_RUN = re.compile(r"[A-Za-z0-9_+/=.~-]{12,}")
 
 
@@ -298,6 +325,7 @@ def _mask_random(ln: _Line, depth: int) -> None:
         for start, tok in _candidates(m):
             end = start + len(tok)
             if ln.free(start, end, protected=True) and looks_random(tok, 3, 4.0) \
+                    and not _FILE_EXTENSION.match(text, end) \
                     and not _kept_random(ln, m.start(), tok, depth):
                 ln.take(start, end, "high-entropy string", tok)
 
@@ -313,7 +341,7 @@ def _masked_lines(text: str, depth: int = 0, kind: str = "", mask: str = MASK) -
         long_run = _LONG_RUN.search(line) is not None
         keyed = ("=" in line or ":" in line) and SECRETISH.search(line.lower()) is not None
         if not (long_run or keyed or "$" in line or "{" in line or "://" in line
-                or "-p" in line):
+                or "-p" in line or "-u" in line):
             continue  # most lines of prose: nothing any rule could match
         ln = _Line(line, number, layout, mask)
         _mask_shapes(ln, long_run)

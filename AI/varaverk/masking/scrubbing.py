@@ -10,8 +10,8 @@ import re
 
 from varaverk.masking.documents import mask_secrets
 from varaverk.masking.shapes import (BEARER, CLI_PASSWORD, PEM, REDACTED, SECRET_WORD,
-                                     key_looks_secret, looks_random, mask_url_credentials,
-                                     token_shapes)
+                                     cli_value, key_looks_secret, looks_random,
+                                     mask_url_credentials, token_shapes)
 
 
 # ``key<sep>value``: the key may be quoted (JSON), the value double-, single- or unquoted.
@@ -67,7 +67,8 @@ def _sub_cli_passwords(text: str, replacement: str, keep=None) -> str:
     """``mysql -pX`` and ``sshpass -p X`` with X replaced, unless ``keep(X)`` says it is a
     placeholder (documents: ``-pX``, ``-p$DB_PASS``)."""
     def one(m: re.Match) -> str:
-        pre, value = (("pre", "value") if m.group("pre") is not None else ("pre2", "value2"))
+        value = cli_value(m)
+        pre = "pre" + value.removeprefix("value")
         if keep is not None and keep(m.group(value)):
             return m.group(0)
         return m.group(pre) + replacement

@@ -38,11 +38,21 @@ _OWN_PREFIXED = (
     r"K10[0-9a-f]{64}::[a-z]+:[A-Za-z0-9._-]{6,})")
 LONG_TOKEN = re.compile(r"[A-Za-z0-9+/=_-]{24,}")
 
-# mysql -pSECRET (no space: the password itself), sshpass -p SECRET.
+# mysql -pSECRET (no space: the password itself), sshpass -p SECRET, docker login -p SECRET,
+# curl -u user:SECRET.
 CLI_PASSWORD = re.compile(
     r"(?P<pre>\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlcheck|mysqlshow|mariadb|"
     r"mariadb-dump)\b[^\n]*?\s-p)(?P<value>[^\s'\"`]+)"
-    r"|(?P<pre2>\bsshpass\s+-p\s*)(?P<value2>[^\s`]+)")
+    r"|(?P<pre2>\bsshpass\s+-p\s*)(?P<value2>[^\s`]+)"
+    r"|(?P<pre3>\b(?:docker|podman|nerdctl|helm|skopeo|buildah|oras)\s+(?:registry\s+)?login"
+    r"\b[^\n|;&]*?\s(?:-p|--password)(?:\s+|=))(?P<value3>[^\s'\"`]+)"
+    r"|(?P<pre4>\bcurl\b[^\n|;&]*?\s(?:-u|--user)\s*['\"]?[^\s:'\"]+:)(?P<value4>[^\s'\"`]+)")
+CLI_VALUES = ("value", "value2", "value3", "value4")
+
+
+def cli_value(m: re.Match) -> str:
+    """The group of a ``CLI_PASSWORD`` match that holds the password (``value``...)."""
+    return next(g for g in CLI_VALUES if m.group(g) is not None)
 # Vendor detectors of detect-secrets whose patterns are token shapes (no keyword, no IP).
 _DETECT_SECRETS_PLUGINS = (
     ("aws", "AWSKeyDetector"), ("azure_storage_key", "AzureStorageKeyDetector"),
@@ -127,8 +137,9 @@ def mask_url_credentials(value: str, mask: str = REDACTED) -> str:
     value = DOC_URL_CREDS.sub(lambda m: f"{m.group('scheme')}{mask}@", value)
     return URL_CREDS.sub(lambda m: f"{m.group('scheme')}{mask}@", value)
 
+# "$$" is a compose file's escaped "$" (traefik basicauth labels).
 CRYPT_HASH = re.compile(
-    r"(?<![\w$])(?:\$(?:1|2[abxy]?|5|6|apr1|y|gy|7|md5|sha1)\$[./A-Za-z0-9$=,]{8,}"
+    r"(?<![\w$])(?:\$\$?(?:1|2[abxy]?|5|6|apr1|y|gy|7|md5|sha1)\$[./A-Za-z0-9$=,]{8,}"
     r"|\$(?:argon2(?:id|i|d)|pbkdf2(?:-sha\d+)?|scrypt|bcrypt-sha256)\$[./A-Za-z0-9$=,+-]{16,}"
     r"|pbkdf2_sha(?:1|256|512)\$\d+\$[A-Za-z0-9+/=.$]{8,}"
     r"|\{(?:SSHA|SHA|SSHA256|SSHA512|CRYPT|MD5|SMD5)\}[A-Za-z0-9+/=.$]{8,})")

@@ -46,7 +46,7 @@ realm claim claims grant encoding""".split())
 _NOT_SECRET_KEYS = frozenset(
     "password passwd pass user username name id public pub sort primary foreign partition shard "
     "routing cache lookup group map hash index object host ssh gpg pgp ca cert tls node label "
-    "annotation bucket file kms verify authorized read access".split())
+    "annotation bucket file kms verify authorized read access restore client consumer".split())
 _NUMERIC_SECRET_WORDS = frozenset("pin otp totp hotp pass password passwd pwd pw passcode code "
                                   "psk".split())
 
@@ -139,14 +139,21 @@ def stands_in(v: str) -> bool:
                 or _stand_in(v) or _stand_in(v.strip("{}")))
 
 
-# A label or relative path of lower-case words (area/totp, team/infra): no password has it.
-_LABEL = re.compile(r"[a-z0-9-]+(/[a-z0-9._-]+)+")
+# A label or relative path of lower-case words (area/totp, team/infra): no password has it;
+# a Kubernetes label key too (kubernetes.io/hostname, topology.kubernetes.io/zone).
+_LABEL = re.compile(r"[a-z0-9.-]+(/[a-z0-9._-]+)+")
+
+
+# The choices of a setting about a secret (Ansible's update_password: always).
+_CHOICE = re.compile(r"always|never|auto|automatic|manual|on[-_]create|on[-_]change|ask|"
+                     r"ignore|inherit", re.I)
 
 
 def _no_value(v: str) -> bool:
     """True when ``v`` names, points to or stands in for a secret rather than being one."""
     return bool(len(v) < 4 or v.startswith(("[masked", "[redacted")) or _REFERENCE.search(v)
-                or _stand_in(v) or _DURATION.fullmatch(v) or _PATH.fullmatch(v)
+                or _stand_in(v) or _CHOICE.fullmatch(v) or _DURATION.fullmatch(v)
+                or _PATH.fullmatch(v)
                 or _LABEL.fullmatch(v)
                 or _DOTTED_NAME.fullmatch(v) or URL.fullmatch(v) or _SECRET_NAME.fullmatch(v)
                 and any(w in _NAME_WORDS for w in re.split(r"[-_./]", v)))
@@ -171,18 +178,31 @@ def _instructions(v: str) -> bool:
 def _password_like(v: str) -> bool:
     """A value under a weak key that is a password: letters and digits mixed (s1cret0),
     ``user:password``, or random-looking."""
-    if len(v) < 6 or any(c.isspace() for c in v):
-        return False
+    if len(v) < 6 or any(c.isspace() for c in v) or "," in v:
+        return False  # a comma: a list of settings (Appender.Auth=2,2,1,Auth.log,a)
     return bool(looks_random(v, 3, 3.5) or re.fullmatch(r"[^:\s]+:[^:\s]{4,}", v)
                 or re.search(r"[a-z]", v) and re.search(r"[A-Za-z]\d+[A-Za-z]", v)
                 or re.search(r"[a-z]", v) and re.search(r"[A-Z]", v) and re.search(r"\d", v))
 
 
-def secret_value(value: str, role: str, words: list[str], quoted: bool, prose: bool) -> bool:
+# A plain lower-case name: under a ``*_key`` key it names the key or a field, since key
+# material is never a word: a TSIG key's name (ddnskey), a claim's field (email).
+_KEY_NAME = re.compile(r"[a-z]+(?:[-_.][a-z]+)*")
+
+
+def _names_a_key(v: str, words: list[str]) -> bool:
+    """A key's name under a key named ``<what>_key`` whose other words name no secret."""
+    return words[-1] in ("key", "keys") and bool(_KEY_NAME.fullmatch(v)) and not any(
+        w in _SECRET_WORDS or w.endswith(_SECRET_ENDINGS) for w in words[:-1])
+
+
+def secret_value(value: str, role: str, words: list[str], quoted: bool, prose: bool,
+                 whole_line: bool = False) -> bool:
     """Whether the value of a secret-named key (``role`` strong or weak) is a secret.
 
     ``prose``: the pair stands in running text, where an unquoted value of several words is
-    a sentence.
+    a sentence. ``whole_line``: the file's format makes the rest of the line the value
+    (``KEY=value`` at a line's start: hostapd's passphrase, an env prefix of a command).
     """
     v = value.strip().replace("\\<", "<").replace("\\>", ">")
     if not quoted:
@@ -193,7 +213,10 @@ def secret_value(value: str, role: str, words: list[str], quoted: bool, prose: b
         return False  # ... or a YAML/JSON collection, whose own keys are judged one by one
     if v.isdigit():
         return any(w in _NUMERIC_SECRET_WORDS for w in words)
-    if " " in v and (not quoted and (prose or _sentence(v)) or _instructions(v)):
+    if _names_a_key(v, words):
+        return False
+    if " " in v and (not quoted and not whole_line and (prose or _sentence(v))
+                     or _instructions(v)):
         return False
     return role == "strong" or _password_like(v)
 

@@ -1,7 +1,8 @@
 // Varaverk dock page. Plain JavaScript, no dependencies, works offline.
 // Safety rule: text from the model or from documents is only ever shown through textContent.
 // The one exception is the "html" field the server sends, which it rendered from Markdown with
-// raw HTML disabled and then sanitised with nh3 (an allow-list of tags and URL schemes).
+// raw HTML disabled and then sanitised with nh3 (an allow-list of tags and URL schemes), and
+// the Markdown render.js renders while an answer streams (markdown-it, then DOMPurify).
 "use strict";
 
 (function () {
@@ -9,11 +10,12 @@
   const messagesEl = $("messages");
   const questionEl = $("question");
   const profileEl = $("profile");
-  const askBtn = $("ask");
-  // turn: the answer streaming now ({controller, chatId}), or null. view: bumped whenever the
+  // turn: the turn this page follows now (turns.js), or null. view: bumped whenever the
   // page changes conversation, so a late reply for an earlier view is dropped.
   const state = { chatId: null, turn: null, view: 0, profiles: {}, logsLoadedFor: null,
                   bugDraft: null };
+  const R = window.VaraverkRender;
+  let turns = null;  // turns.js: asking, following, stopping (wired at the end)
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
@@ -49,6 +51,12 @@
 
   function scrollDown() { messagesEl.scrollTop = messagesEl.scrollHeight; }
 
+  // Whether the reader is at the end of the messages (then a streaming answer is followed;
+  // a reader who scrolled up to read stays where they are).
+  function atBottom() {
+    return messagesEl.scrollHeight - messagesEl.scrollTop - messagesEl.clientHeight < 80;
+  }
+
   function hideHint() { const h = $("empty-hint"); if (h) h.hidden = true; }
 
   // ── messages ───────────────────────────────────────────────────────────────────────────
@@ -73,16 +81,21 @@
       findings: el("div", "findings"),
       sources: el("div", "sources"),
       meta: el("div", "meta"),
+      actions: el("div", "actions"),
       error: el("div", "error"),
       text: "",
       thinking: "",
+      sourceList: [],
+      findingList: [],
+      pending: false,
     };
+    parts.actions.appendChild(R.copyButton("copy answer", () => parts.text));
     parts.capabilities.hidden = true;
     parts.findings.hidden = true;
     parts.sources.hidden = true;
     parts.error.hidden = true;
     wrap.append(parts.badges, parts.capabilities, parts.answer, parts.findings, parts.sources,
-                parts.meta, parts.error);
+                parts.meta, parts.actions, parts.error);
     messagesEl.appendChild(wrap);
     scrollDown();
     return parts;
@@ -90,6 +103,11 @@
 
   function addBadge(parts, text, cls) {
     parts.badges.appendChild(el("span", "badge " + (cls || ""), text));
+  }
+
+  // What long-term memory recalled for an answer: one badge each ("remembered from ...").
+  function renderMemory(parts, recalled) {
+    (recalled || []).forEach((r) => addBadge(parts, r.label || "remembered", "memory"));
   }
 
   function ensureReasoning(parts) {
@@ -114,14 +132,15 @@
   // the documentation may have changed since.
   function renderSources(parts, sources, record) {
     parts.sources.replaceChildren();
+    parts.sourceList = sources || [];
     if (!sources || !sources.length) { parts.sources.hidden = true; return; }
     parts.sources.hidden = false;
-    let title = "Sources";
-    if (record) {
-      title = "Sources at the time" +
-              (record.index_head ? " (index at " + record.index_head.slice(0, 12) + ")" : "");
+    const title = el("div", "sources-title", record ? "Sources at the time" : "Sources");
+    if (record && record.index_head) {
+      // The commit id keeps its real case (the title is upper-cased): it can be pasted.
+      title.append(" (index at ", el("span", "commit", record.index_head.slice(0, 12)), ")");
     }
-    parts.sources.appendChild(el("div", "sources-title", title));
+    parts.sources.appendChild(title);
     const list = el("ol", "source-list");
     sources.forEach((s) => {
       const li = el("li", "source");
@@ -133,12 +152,11 @@
         const lines = s.lines || (s.start_line + "–" + s.end_line);
         sum.appendChild(el("span", "source-lines", "lines " + lines));
       }
-      if (s.score !== undefined && s.score !== null) {
-        sum.appendChild(el("span", "score", Number(s.score).toFixed(3)));
-      }
+      // No score: fused ranks mean nothing to a reader; the order already says it.
       if (hasText) {
         const det = el("details");
         det.append(sum, el("pre", "source-text", s.text));
+        det.dataset.index = String(list.children.length);
         li.appendChild(det);
       } else {
         li.appendChild(sum);
@@ -164,8 +182,7 @@
         if (!r.results.length) out.appendChild(el("li", "muted", "nothing similar"));
         r.results.forEach((h) => {
           const item = el("li", "similar-item", h.citation);
-          item.title = h.text;
-          item.appendChild(el("span", "score", Number(h.score).toFixed(3)));
+          item.title = h.text;  // cosine scores are on another scale than the sources': none
           out.appendChild(item);
         });
       } catch (e) {
@@ -177,15 +194,55 @@
     return wrap;
   }
 
+  // A citation clicked in the answer: open that source's text and bring it into view.
+  function openSource(parts, index) {
+    const det = parts.sources.querySelector("details[data-index='" + index + "']");
+    const item = parts.sources.querySelectorAll(".source")[index];
+    if (!item) return;
+    if (det) det.open = true;
+    item.classList.add("cited");
+    setTimeout(() => item.classList.remove("cited"), 1600);
+    item.scrollIntoView({ block: "nearest", behavior: "smooth" });
+  }
+
+  // The answer as Markdown: while it streams (at most once a frame, its last block only),
+  // and once done (all of it, from the server's HTML, with citations and findings).
+  function answerContext(parts) {
+    return { sources: parts.sourceList, findings: parts.findingList,
+             onCite: (i) => openSource(parts, i) };
+  }
+
+  function showAnswer(parts, html) {
+    R.renderAnswer(parts.answer, parts.text, answerContext(parts), html);
+  }
+
+  function scheduleAnswer(parts) {
+    if (parts.pending) return;
+    parts.pending = true;
+    requestAnimationFrame(() => {
+      parts.pending = false;
+      if (parts.final) return;  // "done" rendered the server's HTML meanwhile
+      const follow = atBottom();
+      R.streamAnswer(parts.answer, parts.text, answerContext(parts));
+      if (follow) scrollDown();
+    });
+  }
+
   function renderFindings(parts, findings) {
     parts.findings.replaceChildren();
     if (!findings || !findings.length) { parts.findings.hidden = true; return; }
     parts.findings.hidden = false;
     parts.findings.appendChild(el("div", "sources-title", "Scanner findings"));
     const list = el("ul");
+    parts.findingList = findings;
+    const blocks = R.codeBlockLines(parts.text);
     findings.forEach((f) => {
       const li = el("li");
-      li.appendChild(el("strong", null, "line " + (f.line ?? "?") + ": "));
+      // The scanner counts the answer's lines; a reader counts the code block's.
+      const at = R.placeFinding(Number(f.line), blocks);
+      const where = !at ? "line " + (f.line ?? "?")
+        : (blocks.length > 1 ? "code block " + at.block + ", " : "") + "line " + at.line;
+      li.appendChild(el("strong", null, where + ": "));
       li.appendChild(document.createTextNode(f.reason || ""));
       if (f.snippet) li.appendChild(el("code", null, f.snippet));
       list.appendChild(li);
@@ -214,6 +271,15 @@
     parts.error.textContent = message;
     parts.answer.classList.remove("streaming");
     if (parts.text) parts.answer.classList.add("partial");
+    parts.error.scrollIntoView({ block: "nearest" });
+  }
+
+  function showCapability(parts, d) {
+    parts.capabilities.hidden = false;
+    const li = el("li");
+    li.appendChild(el("strong", null, (d.name || "capability") + ": "));
+    li.appendChild(document.createTextNode(d.summary || ""));
+    parts.capabilities.appendChild(li);
   }
 
   function handleEvent(parts, ev, question) {
@@ -225,16 +291,14 @@
         addBadge(parts, "escalated to " + (d.profile || "varaverk") +
                  (d.reason ? " — " + d.reason : ""), "escalated");
         break;
-      case "capability": {
-        parts.capabilities.hidden = false;
-        const li = el("li");
-        li.appendChild(el("strong", null, (d.name || "capability") + ": "));
-        li.appendChild(document.createTextNode(d.summary || ""));
-        parts.capabilities.appendChild(li);
+      case "capability":
+        showCapability(parts, d);
         break;
-      }
       case "sources":
         renderSources(parts, d.sources);
+        break;
+      case "memory":
+        renderMemory(parts, d.recalled);
         break;
       case "thinking": {
         const r = ensureReasoning(parts);
@@ -244,18 +308,20 @@
       }
       case "content":
         parts.text += d.text || "";
-        parts.answer.textContent = parts.text;  // plain text while streaming
-        scrollDown();
+        scheduleAnswer(parts);
         break;
       case "findings":
         renderFindings(parts, d.findings);
         break;
       case "done":
         parts.answer.classList.remove("streaming");
-        if (typeof d.html === "string") parts.answer.innerHTML = d.html;  // server-sanitised
-        else parts.answer.textContent = d.answer || parts.text;
+        parts.final = true;
+        if (typeof d.answer === "string") parts.text = d.answer;
+        // The scanner counted the final answer's lines: place its findings in that text.
+        if (parts.findingList.length) renderFindings(parts, parts.findingList);
         if (d.reasoning) { const r = ensureReasoning(parts); r.pre.textContent = d.reasoning; }
         if (d.sources) renderSources(parts, d.sources);
+        showAnswer(parts, d.html);  // server-sanitised, sanitised again
         if (d.not_covered) addBadge(parts, "not covered by the documentation", "warn");
         if (d.prompt_cut) {
           addBadge(parts, "the model server cut the prompt: the model did not see all the " +
@@ -281,75 +347,26 @@
     }
   }
 
-  // A turn belongs to the conversation it was asked in. Leaving that conversation (new chat,
-  // another chat, deleting it) aborts the stream: the server then stops the model and saves
-  // nothing, and nothing the old stream still carries reaches the conversation now shown.
-  function abandonTurn() {
-    const turn = state.turn;
-    if (!turn) return;
-    state.turn = null;
-    turn.controller.abort();
-    askBtn.disabled = false;
-  }
-
-  async function ask(question) {
-    if (state.turn) return;
-    const turn = { controller: new AbortController(), chatId: state.chatId };
-    const live = () => state.turn === turn;
-    state.turn = turn;
-    askBtn.disabled = true;
-    addUser(question);
-    const parts = addAssistant();
-    const body = { question: question, profile: profileEl.value };
-    if (turn.chatId) body.chat_id = turn.chatId;
-    const logPath = $("log-path");
-    if (!logPath.hidden && logPath.value.trim()) body.log_path = logPath.value.trim();
-    let finished = false;
-    try {
-      const resp = await api("/api/ask", {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify(body),
-        signal: turn.controller.signal,
-      });
-      if (!live()) return;
-      if (!resp.ok || !resp.body) {
-        let msg = "HTTP " + resp.status;
-        try { const j = await resp.json(); if (j && j.error) msg = j.error; } catch (e) { /* keep */ }
-        showError(parts, msg);
-        return;
-      }
-      const reader = resp.body.getReader();
-      const decoder = new TextDecoder();
-      let buf = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (value) buf += decoder.decode(value, { stream: true });
-        let nl;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl).trim();
-          buf = buf.slice(nl + 1);
-          if (!line) continue;
-          let ev;
-          try { ev = JSON.parse(line); } catch (e) { continue; }
-          if (!live()) return;
-          if (ev.type === "done" || ev.type === "error") finished = true;
-          handleEvent(parts, ev, question);
-        }
-        if (done) break;
-      }
-      if (!finished && live()) {
-        showError(parts, "The connection ended before the answer was complete.");
-      }
-    } catch (e) {
-      if (live()) showError(parts, "Request failed: " + e.message);
-    } finally {
-      if (live()) {
-        state.turn = null;
-        askBtn.disabled = false;
-        questionEl.focus();
-      }
+  // A reopened answer, shown from its saved record as the turn showed it (record: reasoning,
+  // timings, tokens, escalation, findings; sources with their text as retrieved then).
+  function showSaved(parts, m) {
+    const rec = m.record || {};
+    parts.answer.classList.remove("streaming");
+    parts.final = true;
+    parts.text = m.content;
+    if (rec.escalated_to) {
+      addBadge(parts, "escalated to " + rec.escalated_to +
+               (rec.escalation_reason ? " — " + rec.escalation_reason : ""), "escalated");
     }
+    (rec.capabilities || []).forEach((c) => showCapability(parts, c));
+    renderMemory(parts, rec.memory);
+    if (rec.reasoning) ensureReasoning(parts).pre.textContent = rec.reasoning;
+    renderSources(parts, m.sources, { index_head: m.index_head });
+    if (rec.findings) renderFindings(parts, rec.findings);
+    showAnswer(parts, m.html);
+    if (rec.not_covered) addBadge(parts, "not covered by the documentation", "warn");
+    if (rec.prompt_cut) addBadge(parts, "the model server cut the prompt", "warn");
+    renderMeta(parts, rec);
   }
 
   // ── conversations ──────────────────────────────────────────────────────────────────────
@@ -364,13 +381,14 @@
   }
 
   function newChat() {
-    abandonTurn();
+    turns.detach();  // the turn goes on, and is saved in its own conversation
     state.view += 1;
     state.chatId = null;
     history.replaceState(null, "", location.pathname);
     $("chat-title").textContent = "New conversation";
     clearMessages();
     markActive();
+    turns.shown();
     questionEl.focus();
   }
 
@@ -382,7 +400,7 @@
 
   async function openChat(id) {
     if (state.turn && id === state.chatId) return;  // already shown, its answer streaming
-    abandonTurn();
+    turns.detach();
     const view = ++state.view;
     try {
       const body = await apiJson("/api/chats/" + encodeURIComponent(id));
@@ -396,12 +414,11 @@
       body.messages.forEach((m) => {
         if (m.role === "user") { addUser(m.content); return; }
         const parts = addAssistant();
-        parts.answer.classList.remove("streaming");
-        if (typeof m.html === "string") parts.answer.innerHTML = m.html;  // server-sanitised
-        else parts.answer.textContent = m.content;
-        renderSources(parts, m.sources, { index_head: m.index_head });
+        showSaved(parts, m);
+        if (m.stopped) addBadge(parts, "stopped: the answer is partial", "warn");
       });
       markActive();
+      turns.shown();
     } catch (e) {
       if (view !== state.view) return;
       newChat();
@@ -411,9 +428,15 @@
 
   async function deleteChat(id, title) {
     if (!window.confirm("Delete the conversation “" + title + "”?")) return;
-    if (state.chatId === id) newChat();  // before the delete, so its stream cannot save
+    const forget = state.memoryEnabled &&
+      window.confirm("Also forget what long-term memory kept from it?");
+    if (state.chatId === id) {  // stop its answer first, so nothing is saved into it
+      if (turns.busyIn(id)) await turns.stop();
+      newChat();
+    }
     try {
-      await api("/api/chats/" + encodeURIComponent(id), { method: "DELETE" });
+      await api("/api/chats/" + encodeURIComponent(id) + (forget ? "?forget_memory=1" : ""),
+                { method: "DELETE" });
     } catch (e) { /* the list below shows the truth */ }
     loadChats();
   }
@@ -444,6 +467,10 @@
       li.append(open, del);
       list.appendChild(li);
     });
+    const kept = $("chat-kept");
+    kept.hidden = !body.kept;
+    kept.textContent = "The " + body.kept + " newest conversations are kept; older ones are " +
+                       "deleted (AI_CHAT_HISTORY_MAX).";
     const probs = $("chat-problems");
     probs.hidden = !body.problems.length;
     probs.textContent = body.problems.join("\n");
@@ -464,7 +491,11 @@
       dl.replaceChildren(); kv(dl, "status", "unavailable: " + e.message, "warn"); return;
     }
     dl.replaceChildren();
-    if (!s.present) { kv(dl, "status", s.message || "no index", "warn"); return; }
+    if (!s.present) {
+      kv(dl, "status", s.message || "no index", "warn");
+      if (s.indexing) showIndexing(dl, s.indexing);
+      return;
+    }
     const pick = (...keys) => { for (const k of keys) if (s[k] !== undefined && s[k] !== null) return s[k]; return null; };
     const files = pick("files", "file_count");
     const chunks = pick("chunks", "chunk_count");
@@ -475,12 +506,34 @@
     if (model || backend) kv(dl, "model", [backend, model].filter(Boolean).join(" / "));
     const built = pick("built_at", "last_build", "updated_at", "created_at");
     if (built) kv(dl, "built", String(built).replace("T", " ").replace(/\.\d+/, "").replace("+00:00", "Z"));
-    kv(dl, "repository", s.behind ? "index is behind HEAD — run ai-index" : "up to date",
-       s.behind ? "warn" : "ok");
+    if (s.indexing) {
+      showIndexing(dl, s.indexing);
+    } else {
+      kv(dl, "repository", s.behind ? "index is behind HEAD — run ai-index" : "up to date",
+         s.behind ? "warn" : "ok");
+    }
     if (s.sources && s.sources.length > 1) {
       s.sources.forEach((src) => kv(dl, "source " + src.name,
         src.type + ": " + fmtNum(src.files) + " files, " + fmtNum(src.chunks) + " chunks"));
     }
+  }
+
+  // A re-index running now (the index's progress file, via /api/status): its phase and, while
+  // embedding, how many chunks of how many; the panel polls until it ends.
+  function showIndexing(dl, run) {
+    const dd = el("dd", "warn");
+    let text = "re-indexing: " + (run.phase || "running");
+    if (run.total) text += " " + fmtNum(run.done) + " / " + fmtNum(run.total) + " chunks";
+    dd.appendChild(el("span", "indexing-text", text));
+    if (run.total) {
+      const bar = el("progress", "progress");
+      bar.max = run.total;
+      bar.value = run.done || 0;
+      dd.appendChild(bar);
+    }
+    dl.append(el("dt", null, "repository"), dd);
+    clearTimeout(state.statusTimer);
+    state.statusTimer = setTimeout(loadStatus, 2000);
   }
 
   function tokenCell(period) {
@@ -613,6 +666,7 @@
       body.profiles.forEach((p) => { state.profiles[p.name] = p; });
     } catch (e) { /* the select already lists them */ }
     syncProfileControls();
+    try { state.memoryEnabled = (await apiJson("/api/memory")).enabled; } catch (e) { /* off */ }
   }
 
   // ── wiring ─────────────────────────────────────────────────────────────────────────────
@@ -622,7 +676,7 @@
     const q = questionEl.value.trim();
     if (!q || state.turn) return;
     questionEl.value = "";
-    ask(q).then(() => { loadTokens(); });
+    turns.ask(q);
   });
   questionEl.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
@@ -637,11 +691,19 @@
   $("bug-file").addEventListener("click", fileBug);
   $("refresh-status").addEventListener("click", loadStatus);
 
+  turns = window.VaraverkTurns({ $: $, el: el, api: api, state: state, addUser: addUser,
+                                 addAssistant: addAssistant, addBadge: addBadge,
+                                 handleEvent: handleEvent, showError: showError,
+                                 loadTokens: loadTokens });
   loadProfiles();
   loadChats();
   loadStatus();
+  // A re-index started from cron or a shell shows up within a minute (while the page is seen).
+  setInterval(() => { if (document.visibilityState === "visible") loadStatus(); }, 60000);
   loadTokens();
   const m = /^#chat=([A-Za-z0-9_-]+)$/.exec(location.hash);
   if (m) openChat(m[1]);
+  const t = /^#turn=([0-9a-f]{32})$/.exec(location.hash);
+  if (t) turns.attach(t[1]);
   questionEl.focus();
 })();

@@ -75,8 +75,10 @@ class OllamaChatClient(ChatClient):
         except ModelServerUnavailable as exc:
             raise GenerationUnavailable(str(exc)) from None
 
-    def stream(self, messages: list[dict[str, str]]) -> Iterator[StreamEvent]:
-        """Stream one turn from the first healthy Ollama host (see ``ChatClient.stream``).
+    def stream(self, messages: list[dict[str, str]],
+               json_schema: dict | None = None) -> Iterator[StreamEvent]:
+        """Stream one turn from the first healthy Ollama host (see ``ChatClient.stream``);
+        ``json_schema`` goes out as Ollama's ``format`` (structured outputs).
 
         When the remembered host cannot be reached, the choice is forgotten and a host is
         picked once more. ``Completion.tok_s`` is ``eval_count`` over ``eval_duration`` (ns).
@@ -84,6 +86,8 @@ class OllamaChatClient(ChatClient):
         """
         payload = {"model": self.model, "messages": messages, "stream": True,
                    "options": {"num_ctx": ollama_num_ctx(messages, self.num_ctx)}}
+        if json_schema is not None:
+            payload["format"] = json_schema
         with httpx.Client(timeout=self._timeout) as client:
             started = time.monotonic()
             host = self._pick()

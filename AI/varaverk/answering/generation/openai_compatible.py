@@ -38,8 +38,10 @@ class OpenAIChatClient(ChatClient):
     def __repr__(self) -> str:
         return f"<OpenAIChatClient base_url={self.base_url} model={self.model}>"
 
-    def stream(self, messages: list[dict[str, str]]) -> Iterator[StreamEvent]:
-        """Stream one turn from ``{base_url}/chat/completions`` (see ``ChatClient.stream``).
+    def stream(self, messages: list[dict[str, str]],
+               json_schema: dict | None = None) -> Iterator[StreamEvent]:
+        """Stream one turn from ``{base_url}/chat/completions`` (see ``ChatClient.stream``);
+        ``json_schema`` goes out as ``response_format`` (``json_schema``, strict).
 
         Raises GenerationUnavailable (server unreachable) or GenerationError.
         """
@@ -49,6 +51,9 @@ class OpenAIChatClient(ChatClient):
                                    "stream_options": {"include_usage": True}}
         if self.max_tokens:
             payload["max_tokens"] = self.max_tokens
+        if json_schema is not None:
+            payload["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "answer", "schema": json_schema, "strict": True}}
         with httpx.Client(timeout=self._timeout) as client:
             started = time.monotonic()
             response = self._post_stream(client, url, payload, headers)

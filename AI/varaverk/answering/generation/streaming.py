@@ -137,8 +137,10 @@ class ChatClient:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} model={self.model}>"
 
-    def stream(self, messages: list[dict[str, str]]) -> Iterator[StreamEvent]:
-        """Stream one turn for ``messages`` (``[{"role", "content"}, ...]``).
+    def stream(self, messages: list[dict[str, str]],
+               json_schema: dict | None = None) -> Iterator[StreamEvent]:
+        """Stream one turn for ``messages`` (``[{"role", "content"}, ...]``); with
+        ``json_schema``, the model is constrained to JSON of that schema (structured output).
 
         Yields "thinking"/"content" deltas and finally one "done" event with the Completion.
         Raises GenerationUnavailable (nothing streamed, no server reachable) or GenerationError.

@@ -143,14 +143,15 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def pending_migrations(conn: sqlite3.Connection) -> bool:
-    """True when the file lacks a migration (a read, so opening an up-to-date index never
-    waits for another run's write transaction)."""
+def pending_migrations(conn: sqlite3.Connection, migrations=None) -> bool:
+    """True when the file lacks a migration of ``migrations`` (default ``MIGRATIONS``; a
+    read, so opening an up-to-date file never waits for another run's write transaction)."""
+    migrations = MIGRATIONS if migrations is None else migrations
     if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'schema_migrations'").fetchone():
         return True
     applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
-    return any(version not in applied for version, _, _ in MIGRATIONS) or \
-        max(applied, default=0) > SCHEMA_VERSION
+    return any(version not in applied for version, _, _ in migrations) or \
+        max(applied, default=0) > migrations[-1][0]
 
 
 def migrate(conn: sqlite3.Connection) -> None:
@@ -158,14 +159,26 @@ def migrate(conn: sqlite3.Connection) -> None:
 
     Raises IndexCorrupt when the file was written by a newer schema than this code knows.
     """
+    apply_migrations(conn, MIGRATIONS, "index", "rebuild with --force")
+
+
+def apply_migrations(conn: sqlite3.Connection, migrations, what: str, fix: str) -> None:
+    """Apply the ``(version, name, sql)`` of ``migrations`` the file lacks, in order, inside
+    the caller's transaction, recording each in ``schema_migrations`` and ``meta`` (which the
+    first migration must create). Shared by every SQLite file of ours (the index, memory).
+
+    Raises IndexCorrupt naming ``what`` and ``fix`` when the file was written by a newer
+    schema than ``migrations`` knows.
+    """
+    known = migrations[-1][0]
     conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
                  "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
     applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
     newest = max(applied, default=0)
-    if newest > SCHEMA_VERSION:
-        raise IndexCorrupt(f"index schema version {newest} is newer than this Varaverk "
-                           f"understands ({SCHEMA_VERSION}); upgrade, or rebuild with --force")
-    for version, name, sql in MIGRATIONS:
+    if newest > known:
+        raise IndexCorrupt(f"{what} schema version {newest} is newer than this Varaverk "
+                           f"understands ({known}); upgrade, or {fix}")
+    for version, name, sql in migrations:
         if version in applied:
             continue
         # executescript commits first; run the statements one by one inside our transaction.
