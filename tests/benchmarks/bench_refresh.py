@@ -13,7 +13,8 @@ times its no-op refresh beside the one-source run: three more ``git ls-files`` a
     python -m tests.benchmarks.bench_refresh [--runs 30] [--local] [--sources] [--compare TREE]
 
 ``--compare TREE`` also times the no-op refresh of another checkout of the project (``git
-archive main | tar -x -C TREE``) on the same index, interleaved: a before/after under one load.
+archive main | tar -x -C TREE``) on an index of its own (its chunkers' stamp may differ, and two
+trees sharing one index would re-chunk it in turn), interleaved: a before/after under one load.
 """
 
 from __future__ import annotations
@@ -82,6 +83,12 @@ def main() -> int:
                         AI_SOURCES=" ".join(sources_value(make_notes_sources(tmp / "notes"))))
             subprocess.run([py, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"], env=env3, cwd=repo,
                            check=True)
+        env_c = None
+        if args.compare is not None:  # its own index: its chunkers' stamp may differ from ours
+            tree = args.compare.resolve()
+            env_c = compare_env(dict(env, AI_DATA_DIR=str(tmp / "data-compare")), tree)
+            subprocess.run([py, str(tree / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"],
+                           env=env_c, cwd=repo, check=True)
         if server is not None:
             server.stop()  # a no-op run must not need it
 
@@ -97,11 +104,10 @@ def main() -> int:
             "python Tools/varaverk_tools/ai_index.py (no-op)": ([py, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"], env),
             "ai-index console script (no-op)": ([str(Path(py).parent / "ai-index"), "-q"], env),
         }
-        if args.compare is not None:
-            tree = args.compare.resolve()
+        if env_c is not None:
             cmds["no-op of the --compare tree"] = (
-                [py, str(tree / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"],
-                compare_env(env, tree))
+                [py, str(args.compare.resolve() / "Tools" / "varaverk_tools" / "ai_index.py"),
+                 "-q"], env_c)
         if env3 is not None:
             cmds["python Tools/varaverk_tools/ai_index.py (no-op, 3 more sources)"] = (
                 [py, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"], env3)
