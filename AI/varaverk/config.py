@@ -18,14 +18,12 @@ holding ``$VAR`` is warned about (the conf is parsed literally, never expanded).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from varaverk import exitcodes
 from varaverk.errors import VaraverkError
@@ -122,7 +120,7 @@ RANGES: dict[str, tuple[float, float]] = {
 # Keys other than settings that Varaverk itself reads: not worth a "did you mean" warning.
 OTHER_KNOWN_KEYS = frozenset({"AI_CONFIG"})
 # $NAME, ${NAME} or $( in a conf value: written for a shell, which never sees the conf.
-_SHELL_VARIABLE = re.compile(r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*|\()")
+_SHELL_VARIABLE = r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*|\()"
 
 log = logging.getLogger("varaverk.config")
 
@@ -147,27 +145,24 @@ SKIP_GLOBS = ("**/CHANGELOG*", "**/Changelog*", "**/ChangeLog*", "**/changelog*"
               "**/pull_request_template*")
 
 
-@dataclass(frozen=True)
-class Settings:
-    """Every AI_* setting, typed. Field names are the conf keys in lower case.
-
-    Build with ``load_settings``; tests may construct one directly or use ``replace``.
-    Paths are absolute. Durations are seconds.
-    """
+class _Fields(NamedTuple):
+    """The fields of ``Settings``, typed: their names are the conf keys in lower case. A field
+    whose default is None and whose type does not allow None is filled by ``Settings`` from
+    ``_FACTORIES`` (it depends on the host or the environment)."""
 
     ai_enabled: bool = False
     # The conf file in use (--config, AI_CONFIG or the default), resolved once by
     # load_settings; None: Configurations/master.conf of ai_repo_root (``conf_file``).
     ai_config: Path | None = None
-    ai_repo_root: Path = field(default_factory=tool_root)
-    ai_data_dir: Path = field(default_factory=lambda: _xdg("XDG_DATA_HOME", ".local/share"))
-    ai_log_dir: Path = field(default_factory=lambda: _xdg("XDG_STATE_HOME", ".local/state") / "log")
+    ai_repo_root: Path = None  # type: ignore[assignment]  # _FACTORIES
+    ai_data_dir: Path = None  # type: ignore[assignment]  # _FACTORIES
+    ai_log_dir: Path = None  # type: ignore[assignment]  # _FACTORIES
     ai_embed_backend: str = "local"
     ai_embed_model: str = ""  # empty: the backend's default model
     ai_embed_batch: int = 32
     ai_ollama_hosts: tuple[str, ...] = ("http://127.0.0.1:11434",)
     ai_openai_base_url: str = "http://127.0.0.1:8080/v1"
-    ai_openai_api_key: str = field(default="", repr=False)
+    ai_openai_api_key: str = ""
     ai_gen_backend: str = "ollama"
     ai_gen_model: str = "qwen2.5:3b"
     ai_gen_num_ctx: int = 8192
@@ -178,19 +173,19 @@ class Settings:
     ai_rerank_url: str = ""
     ai_rerank_model: str = ""
     ai_rerank_top_n: int = 20
-    ai_rerank_api_key: str = field(default="", repr=False)
+    ai_rerank_api_key: str = ""
     ai_min_score: float = 0.0  # 0: use the calibrated default of the search module
     ai_min_margin: float = 0.0  # 0: use the calibrated default of the coverage module
     ai_index_lock_timeout: float = 60.0
     ai_index_on_pull: bool = False
-    ai_host_name: str = field(default_factory=lambda: os.uname().nodename.split(".")[0])
+    ai_host_name: str = None  # type: ignore[assignment]  # _FACTORIES
     ai_token_db: Path | None = None  # None: AI_DATA_DIR/tokens.db
     ai_token_retain_rows: int = 20000
     ai_token_cache_dir: Path = Path("/tmp/varaverk-tokens")
     ai_hosts_conf: Path | None = None  # None: Configurations/hosts.conf of the repository
-    ai_fleet_token: str = field(default="", repr=False)
+    ai_fleet_token: str = ""
     ai_dock_bind: str = "127.0.0.1:8470"
-    ai_dock_token: str = field(default="", repr=False)
+    ai_dock_token: str = ""
     ai_dock_workers: int = 2
     # Answers generated at once over every worker; attached event streams per worker (each
     # holds one gunicorn thread); hours a finished turn's events stay in the turn log.
@@ -244,6 +239,40 @@ class Settings:
     ai_memory_digest: str = "model"
     ai_memory_model: str = ""  # empty: AI_GEN_MODEL digests
 
+
+# The defaults that depend on the host or the environment, made when a Settings is.
+_FACTORIES = {
+    "ai_repo_root": tool_root,
+    "ai_data_dir": lambda: _xdg("XDG_DATA_HOME", ".local/share"),
+    "ai_log_dir": lambda: _xdg("XDG_STATE_HOME", ".local/state") / "log",
+    "ai_host_name": lambda: os.uname().nodename.split(".")[0],
+}
+
+
+class Settings(_Fields):
+    """Every AI_* setting, typed (``_Fields``). Field names are the conf keys in lower case.
+
+    Build with ``load_settings``; tests may construct one directly (keywords) or use
+    ``replace``. Paths are absolute. Durations are seconds. Immutable. A named tuple rather
+    than a dataclass: every command builds one on start-up, and ``dataclasses`` imports
+    ``inspect`` (and with it ``ast``, ``dis`` and ``tokenize``), which the no-op refresh
+    cannot afford (tests/benchmarks/bench_refresh.py).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, *args, **values):
+        if not args:
+            for name, make in _FACTORIES.items():
+                if values.get(name) is None:
+                    values[name] = make()
+        return super().__new__(cls, *args, **values)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={value!r}" for name, value in zip(self._fields, self)
+                          if name.upper() not in SECRET_KEYS)
+        return f"Settings({shown})"
+
     @property
     def index_path(self) -> Path:
         """This repository's SQLite index file under ``AI_DATA_DIR`` (one per repository:
@@ -273,15 +302,14 @@ class Settings:
         return self.ai_hosts_conf or self.ai_repo_root / "Configurations" / "hosts.conf"
 
     def replace(self, **changes) -> "Settings":
-        """A copy with some fields changed (dataclasses.replace)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with some fields changed; ValueError names an unknown field."""
+        return self._replace(**changes)
 
     def redacted(self) -> dict[str, str]:
         """All settings as conf-style strings with secrets shown as ``<set>`` or ``<unset>``."""
         out = {}
-        for f in dataclasses.fields(self):
-            key = f.name.upper()
-            value = getattr(self, f.name)
+        for name, value in zip(self._fields, self):
+            key = name.upper()
             if key in SECRET_KEYS:
                 out[key] = "<set>" if value else "<unset>"
             elif isinstance(value, tuple):
@@ -291,8 +319,16 @@ class Settings:
         return out
 
 
-def _convert(f: dataclasses.Field, key: str, raw: str, base: Path):
-    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+def _field_type(name: str) -> str:
+    """The annotation of the field ``name`` as written (``"Path | None"``): typing keeps the
+    string annotations of a named tuple as ``ForwardRef``s."""
+    kind = _Fields.__annotations__[name]
+    return getattr(kind, "__forward_arg__", kind)
+
+
+def _convert(kind: str, key: str, raw: str, base: Path):
+    """``raw`` as the type named by ``kind`` (the field's annotation: ``"int"``,
+    ``"Path | None"``, ``"tuple[str, ...]"``...)."""
     raw = raw.strip()
     if kind == "bool":
         return _bool(key, raw)
@@ -353,16 +389,16 @@ def load_settings(config_path: str | os.PathLike | None = None,
         values.update(from_file)
     values.update({k: v for k, v in env.items() if k.startswith("AI_") and k != "AI_CONFIG"})
 
-    fields = {f.name.upper(): f for f in dataclasses.fields(Settings)}
+    fields = {name.upper(): name for name in Settings._fields}
     _warn_unknown_keys(values, fields, path, env)
     repo_raw = values.get("AI_REPO_ROOT", "").strip()
     repo_root = Path(os.path.expanduser(repo_raw)).resolve() if repo_raw else root
     kwargs: dict[str, object] = {"ai_repo_root": repo_root}
     for key, raw in values.items():
-        f = fields.get(key)
-        if f is None or key in ("AI_REPO_ROOT", "AI_CONFIG"):
+        name = fields.get(key)
+        if name is None or key in ("AI_REPO_ROOT", "AI_CONFIG"):
             continue
-        kwargs[f.name] = _convert(f, key, raw, repo_root)
+        kwargs[name] = _convert(_field_type(name), key, raw, repo_root)
     kwargs["ai_config"] = path.resolve()
     settings = Settings(**kwargs)
     if settings.ai_embed_backend not in EMBED_BACKENDS:
@@ -424,7 +460,7 @@ def _warn_unknown_keys(values: Mapping[str, str], fields: Mapping, path: Path,
 def _warn_shell_variables(values: Mapping[str, str], path: Path) -> None:
     """Warn about conf values written as if a shell expanded them (``$HOME/data``)."""
     for key, raw in sorted(values.items()):
-        found = _SHELL_VARIABLE.search(raw)
+        found = re.search(_SHELL_VARIABLE, raw)
         if found:
             log.warning("%s in %s holds %s, which is kept literally (the conf is not run by a "
                         "shell, so nothing in it is expanded): write the value out in full",

@@ -49,13 +49,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-import httpx
 import numpy as np
 
-from varaverk import bounded_http, exitcodes
+from varaverk import exitcodes
 from varaverk.config import LOCAL_MODEL, ConfigError, Settings, check_embed_model
 from varaverk.errors import VaraverkError
-from varaverk.modelservers import ModelServerUnavailable, forget, pick_ollama_host
 from varaverk.index.store.vectors import vector_problem
 
 log = logging.getLogger(__name__)
@@ -132,6 +130,8 @@ class _Refused(EmbeddingError):
 def _strict_json(data: bytes) -> Any:
     """Parse JSON refusing NaN/Infinity (Python's json accepts them by default), numbers out
     of a float's range and nesting too deep to parse; raises ValueError for each."""
+    from varaverk import bounded_http  # httpx: only the remote backends load it
+
     return bounded_http.loads(data)
 
 
@@ -374,10 +374,13 @@ class LocalEmbedder(Embedder):
 
 # -- remote --------------------------------------------------------------------------------------
 
-def _error_text(answer: bounded_http.Answer) -> str:
-    """The server's error message: Ollama ``{"error": str}``, OpenAI ``{"error": {"message"}}``."""
+def _error_text(answer) -> str:
+    """The server's error message (``answer``: a ``bounded_http.Answer``): Ollama
+    ``{"error": str}``, OpenAI ``{"error": {"message"}}``."""
+    import httpx
+
     try:
-        body = bounded_http.loads(answer.content)
+        body = _strict_json(answer.content)
     except ValueError:
         text = answer.content[:1000].decode("utf-8", "replace").strip()[:300]
         return text or httpx.codes.get_reason_phrase(answer.status_code)
@@ -392,7 +395,12 @@ def _remote_context(model: str, default: int) -> int:
 
 
 class _RemoteEmbedder(Embedder):
+    """An embedder behind an HTTP server. httpx and the bounded reader are imported by its
+    methods: a search with the local embedder never loads them (its start-up time)."""
+
     def __init__(self, model: str, max_tokens: int, batch_size: int, timeout: float) -> None:
+        import httpx
+
         super().__init__(model, max_tokens, batch_size)
         self._seconds = timeout  # for a whole request
         self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)))
@@ -409,6 +417,10 @@ class _RemoteEmbedder(Embedder):
         the message says the input exceeds the context), an answer not complete within the
         timeout or larger than ``answer_limit(items)``, or a body that is not strict JSON.
         """
+        import httpx
+
+        from varaverk import bounded_http
+
         try:
             response = bounded_http.fetch(self._client, "POST", url, deadline=self._seconds,
                                           max_bytes=answer_limit(items), json=payload,
@@ -446,6 +458,8 @@ class OllamaEmbedder(_RemoteEmbedder):
         self._legacy = False
 
     def _host(self) -> str:
+        from varaverk.modelservers import ModelServerUnavailable, pick_ollama_host
+
         try:
             return pick_ollama_host(self.hosts)
         except ModelServerUnavailable as exc:
@@ -456,6 +470,8 @@ class OllamaEmbedder(_RemoteEmbedder):
         try:
             return self._embed_on(host, texts)
         except EmbeddingUnavailable:
+            from varaverk.modelservers import forget
+
             forget(self.hosts)  # the chosen host went away: choose again, once
             return self._embed_on(self._host(), texts)
 

@@ -13,13 +13,17 @@ times its no-op refresh beside the one-source run: three more ``git ls-files`` a
 ``AI_SUMMARIES=extractive`` and an ``ai-index --summaries`` run that finds nothing to summarise.
 
     python -m tests.benchmarks.bench_refresh [--runs 30] [--local] [--sources] [--summaries]
+        [--compare TREE]
+
+``--compare TREE`` also times the no-op refresh of another checkout of the project (``git
+archive main | tar -x -C TREE``) on an index of its own (its chunkers' stamp may differ, and two
+trees sharing one index would re-chunk it in turn), interleaved: a before/after under one load.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -29,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+from tests.benchmarks import compare_env, timed_runs
 from tests.support.repos import make_harborlab
 
 FLOOR = """
@@ -45,26 +50,12 @@ HEAVY = ("numpy", "onnxruntime", "httpx", "tokenizers", "markdown_it", "tqdm", "
          "wcmatch", "varaverk.embedding", "varaverk.documents.chunking")
 
 
-def _time(cmd: list[str], env: dict, cwd: Path, runs: int) -> list[tuple[float, float]]:
-    """``[(wall seconds, CPU seconds of the process and its children)]``; CPU time is the
-    steadier figure on a shared, loaded machine."""
-    out = []
-    for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        subprocess.run(cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
-        wall = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        out.append((wall, cpu))
-    return out
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--local", action="store_true", help="build with the offline embedder")
+    parser.add_argument("--compare", type=Path, metavar="TREE",
+                        help="also time the no-op refresh of this other checkout, interleaved")
     parser.add_argument("--sources", action="store_true",
                         help="also time a no-op refresh with three notes and chats sources")
     parser.add_argument("--summaries", action="store_true",
@@ -101,6 +92,12 @@ def main() -> int:
         if args.summaries:
             subprocess.run([py, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q",
                             "--summaries"], env=env_s, cwd=repo, check=True)
+        env_c = None
+        if args.compare is not None:  # its own index: its chunkers' stamp may differ from ours
+            tree = args.compare.resolve()
+            env_c = compare_env(dict(env, AI_DATA_DIR=str(tmp / "data-compare")), tree)
+            subprocess.run([py, str(tree / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"],
+                           env=env_c, cwd=repo, check=True)
         if server is not None:
             server.stop()  # a no-op run must not need it
 
@@ -116,6 +113,10 @@ def main() -> int:
             "python Tools/varaverk_tools/ai_index.py (no-op)": ([py, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"], env),
             "ai-index console script (no-op)": ([str(Path(py).parent / "ai-index"), "-q"], env),
         }
+        if env_c is not None:
+            cmds["no-op of the --compare tree"] = (
+                [py, str(args.compare.resolve() / "Tools" / "varaverk_tools" / "ai_index.py"),
+                 "-q"], env_c)
         if env3 is not None:
             cmds["python Tools/varaverk_tools/ai_index.py (no-op, 3 more sources)"] = (
                 [py, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"], env3)
@@ -125,20 +126,20 @@ def main() -> int:
             cmds["ai_index.py --summaries (nothing to do)"] = ([py, entry, "-q", "--summaries"],
                                                               env_s)
         for cmd, cmd_env in cmds.values():  # warm the page cache and .pyc files
-            _time(cmd, cmd_env, repo, 2)
+            timed_runs(cmd, cmd_env, repo, 2)
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in cmds}
         for _ in range(args.runs):  # interleaved, so load changes hit every command alike
             for name, (cmd, cmd_env) in cmds.items():
-                samples[name] += _time(cmd, cmd_env, repo, 1)
+                samples[name] += timed_runs(cmd, cmd_env, repo, 1)
         first = samples[next(iter(cmds))]
         floor_wall = statistics.median(w for w, _ in first)
         floor_cpu = statistics.median(c for _, c in first)
         print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-        print(f"{'command':<46} {'wall ms':>8} {'min':>6} {'ratio':>6} {'cpu ms':>7} {'ratio':>6}")
+        print(f"{'command':<48} {'wall ms':>8} {'min':>6} {'ratio':>6} {'cpu ms':>7} {'ratio':>6}")
         for name, runs in samples.items():
             wall = statistics.median(w for w, _ in runs)
             cpu = statistics.median(c for _, c in runs)
-            print(f"{name:<46} {wall * 1000:>8.1f} {min(w for w, _ in runs) * 1000:>6.1f} "
+            print(f"{name:<48} {wall * 1000:>8.1f} {min(w for w, _ in runs) * 1000:>6.1f} "
                   f"{wall / floor_wall:>6.2f} {cpu * 1000:>7.1f} {cpu / floor_cpu:>6.2f}")
         imports = subprocess.run([py, "-X", "importtime", str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"],
                                  env=env, cwd=repo, capture_output=True, text=True).stderr

@@ -10,7 +10,6 @@ when a document is read or chunked: the no-op refresh does neither, and
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -75,6 +74,8 @@ def decode_and_chunk(entry: Entry, data: bytes, count_tokens, max_tokens: int,
             links=titles))
     decoded = report_masked(entry.path, decoded, chunks)
     if entry.source != DEFAULT_SOURCE:
+        from dataclasses import replace  # loaded with the chunkers; change detection is not
+
         chunks = [replace(c, source=entry.source) for c in chunks]
     if not chunks:
         return decoded, [], REASON_NO_HEADER if entry.kind == "header" else REASON_NO_TEXT

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
-@dataclass
 class IndexReport:
     """What one ``refresh`` did. Counts are files unless named chunks.
 
@@ -31,34 +29,39 @@ class IndexReport:
         moved_aside: where ``--force`` moved a damaged index file ("" when it did not).
         timings: seconds per phase of a run that had work: ``prepare`` (list, stat, read,
             decode, chunk), ``embed``, ``write`` (the one transaction).
+
+    A plain class, not a dataclass: the no-op refresh returns one, and ``dataclasses`` costs
+    that run more than its own work (it imports ``inspect``).
     """
 
-    tracked: int = 0
-    documents: int = 0
-    indexed: int = 0
-    unchanged: int = 0
-    rehashed: int = 0
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    files_read: int = 0
-    chunks_embedded: int = 0
-    chunks_reused: int = 0
-    chunks_failed: int = 0
-    failures: list[tuple[str, str]] = field(default_factory=list)
-    masked: int = 0
-    examples: int = 0
-    embed_calls: int = 0
-    head: str | None = None
-    wrote: bool = False
-    locked: bool = False
-    force: bool = False
-    moved_aside: str = ""
-    seconds: float = 0.0
-    timings: dict[str, float] = field(default_factory=dict)
+    def __init__(self, *, force: bool = False):
+        self.tracked: int = 0
+        self.documents: int = 0
+        self.indexed: int = 0
+        self.unchanged: int = 0
+        self.rehashed: int = 0
+        self.skipped: list[tuple[str, str]] = []
+        self.deleted: list[str] = []
+        self.files_read: int = 0
+        self.chunks_embedded: int = 0
+        self.chunks_reused: int = 0
+        self.chunks_failed: int = 0
+        self.failures: list[tuple[str, str]] = []
+        self.masked: int = 0
+        self.examples: int = 0
+        self.embed_calls: int = 0
+        self.head: str | None = None
+        self.wrote: bool = False
+        self.locked: bool = False
+        self.force: bool = force
+        self.moved_aside: str = ""
+        self.seconds: float = 0.0
+        self.timings: dict[str, float] = {}
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of the report."""
-        return asdict(self)
+        """A JSON-ready dict of the report (its lists and dict copied)."""
+        return {name: (type(value)(value) if isinstance(value, (list, dict)) else value)
+                for name, value in vars(self).items()}
 
     def summary(self) -> str:
         """One line for the log: what changed and how long it took."""

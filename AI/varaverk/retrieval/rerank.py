@@ -24,9 +24,6 @@ import logging
 import math
 from typing import Sequence
 
-import httpx
-
-from varaverk import bounded_http
 from varaverk.config import Settings
 
 log = logging.getLogger(__name__)
@@ -54,6 +51,9 @@ class Reranker:
         self.model = model
         self.top_n = max(1, int(top_n))
         self.timeout = timeout
+        # httpx only once a reranker is configured: a search without one never loads it.
+        import httpx
+
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(timeout=httpx.Timeout(timeout, connect=min(timeout, 5.0)),
                                     headers=headers)
@@ -63,6 +63,10 @@ class Reranker:
         ``documents``; None when the server could not be used (logged as a warning)."""
         if not documents:
             return []
+        import httpx
+
+        from varaverk import bounded_http
+
         try:
             answer = bounded_http.fetch(
                 self._client, "POST", self.url, deadline=self.timeout,

@@ -20,6 +20,7 @@ that). ``route`` is cheap (a handful of regular expressions) and runs on every q
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -120,7 +121,15 @@ _ORDER = ("safeguard", "configuration", "runtime_mode", "design", "operational_m
           "definitional", "procedure")
 _IN_ORDER = [(shape, cue) for shape in _ORDER for cue in _CUES[shape]]
 # Every cue as (shape, pattern, weight), shape by shape in _ORDER, each shape's in its order.
-_CUE_LIST = tuple((shape, re.compile(p, re.IGNORECASE), w) for shape, (p, w, _) in _IN_ORDER)
+# The patterns compile on first use (``_cue_pattern``): a question triggers a few cues, and a
+# one-shot ai-query need not compile the others.
+_CUE_LIST = tuple((shape, p, w) for shape, (p, w, _) in _IN_ORDER)
+
+
+@functools.lru_cache(maxsize=None)
+def _cue_pattern(pattern: str) -> re.Pattern:
+    """A cue's pattern, compiled case-insensitively once per process."""
+    return re.compile(pattern, re.IGNORECASE)
 
 
 def _trie(words: list[str]) -> str:
@@ -150,7 +159,7 @@ _CUES_STARTING = {
 }
 
 
-def _triggered(lowered: str) -> list[tuple[str, re.Pattern, float]]:
+def _triggered(lowered: str) -> list[tuple[str, str, float]]:
     """The cues (``_CUE_LIST`` entries, in its order) one of whose triggers occurs in
     ``lowered``, the lower-cased question."""
     found: set[int] = set()
@@ -189,7 +198,7 @@ def route(question: str) -> Route:
     scores = dict.fromkeys(_ORDER, 0.0)
     for shape, pattern, weight in (_triggered(question.lower()) if question.isascii()
                                    else _CUE_LIST):
-        if pattern.search(question):
+        if _cue_pattern(pattern).search(question):
             scores[shape] += weight
     best = max(_ORDER, key=scores.__getitem__)    # the first of equal totals: the earlier shape
     if scores[best] <= 0:

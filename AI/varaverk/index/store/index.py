@@ -31,8 +31,6 @@ from varaverk.index.store.health import quick_check
 from varaverk.index.store.records import FileState, IndexChanges
 from varaverk.index.store.schema import SCHEMA_VERSION, migrate, pending_migrations
 from varaverk.index.store.vectors import VectorTable, read_vector_table
-from varaverk.index.store.writes import apply_changes
-from varaverk.text import fts_query
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -233,6 +231,8 @@ class Index:
         The score is BM25 negated (SQLite's bm25 is lower-is-better), so higher is better. The
         query is free text made safe by ``fts_query``; an empty or unmatched query gives [].
         """
+        from varaverk.text import fts_query  # its patterns compile at import: searches only
+
         expr = fts_query(query)
         if not expr or limit <= 0:
             return []
@@ -396,6 +396,8 @@ class Index:
         """
         if self.readonly:
             raise PermissionError("index opened read-only")
+        from varaverk.index.store.writes import apply_changes  # json: the no-op run never writes
+
         with self._lock:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")

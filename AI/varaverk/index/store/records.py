@@ -4,7 +4,6 @@ writes, in one transaction). Columns and units: ``varaverk.index.store.schema``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,7 +69,6 @@ def file_row(path: str, kind: str, key: tuple[int, int, int, int, int], sha256: 
                    source, ctime_ns, inode, device)
 
 
-@dataclass
 class IndexChanges:
     """Everything one index run writes, applied by ``Index.write`` in one transaction.
 
@@ -85,13 +83,23 @@ class IndexChanges:
         configured: ``(AI_EMBED_BACKEND, AI_EMBED_MODEL)`` as the settings of this run name
             them, recorded for ``names_other_embedder``; None keeps the recorded ones.
         meta: other meta entries to set (head, built_at, build_seconds, repo_root, ...).
+
+    A plain class, not a dataclass: the no-op refresh imports this module, and
+    ``dataclasses`` costs that run more than its own work (it imports ``inspect``).
     """
 
-    replace_all: bool = False
-    delete_paths: list[str] = field(default_factory=list)
-    replace_chunks_of: list[str] = field(default_factory=list)
-    new_chunks: list[tuple[Chunk, Any]] = field(default_factory=list)
-    file_rows: list[FileRow] = field(default_factory=list)
-    embedder: tuple[str, str, int | None] | None = None
-    configured: tuple[str, str] | None = None
-    meta: dict[str, str] = field(default_factory=dict)
+    def __init__(self, replace_all: bool = False, delete_paths: list[str] | None = None,
+                 replace_chunks_of: list[str] | None = None,
+                 new_chunks: list[tuple[Chunk, Any]] | None = None,
+                 file_rows: list[FileRow] | None = None,
+                 embedder: tuple[str, str, int | None] | None = None,
+                 configured: tuple[str, str] | None = None,
+                 meta: dict[str, str] | None = None):
+        self.replace_all = replace_all
+        self.delete_paths = delete_paths if delete_paths is not None else []
+        self.replace_chunks_of = replace_chunks_of if replace_chunks_of is not None else []
+        self.new_chunks = new_chunks if new_chunks is not None else []
+        self.file_rows = file_rows if file_rows is not None else []
+        self.embedder = embedder
+        self.configured = configured
+        self.meta = meta if meta is not None else {}
