@@ -10,8 +10,9 @@ stored text into exactly these tokens: ``labels_fts``'s document sizes are the l
 counts and its postings each token's occurrences, so opening an index reads those instead of
 tokenizing every label in Python.
 
-Every function taking a connection runs under the caller's lock (``Index``); numpy is
-imported inside them (the no-op refresh opens the index too).
+Every function taking a connection runs under the caller's lock (``Index``); numpy and the
+question words' patterns (``varaverk.text``) are imported inside the functions that need them
+(the no-op refresh opens the index too).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
-from varaverk.text import STOPWORDS, label_tokens
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -39,6 +39,7 @@ def label_text(path: str, section: str, title: str) -> str:
 def chunk_label(path: str, section: str, title: str) -> str:
     """The ``chunks.label`` value of a chunk: its label's tokens, stop words removed, joined
     by spaces (``""`` when none is left)."""
+    from varaverk.text import STOPWORDS, label_tokens
     return " ".join(t for t in label_tokens(label_text(path, section, title))
                     if t not in STOPWORDS)
 

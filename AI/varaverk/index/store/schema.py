@@ -47,7 +47,6 @@ from __future__ import annotations
 import datetime
 import sqlite3
 
-from varaverk.index.store import labels
 from varaverk.index.store.errors import IndexCorrupt
 
 SCHEMA_VERSION = 5
@@ -179,7 +178,13 @@ MIGRATIONS: list[tuple[int, str, str]] = [
 ]
 assert MIGRATIONS[-1][0] == SCHEMA_VERSION
 # Work a migration needs Python for, run right after its script (same transaction).
-BACKFILLS = {4: labels.backfill}
+def _backfill_labels(conn: sqlite3.Connection) -> None:
+    # Imported here: the label tokens' patterns are not on the no-op refresh's path.
+    from varaverk.index.store import labels
+    labels.backfill(conn)
+
+
+BACKFILLS = {4: _backfill_labels}
 
 
 def _now() -> str:

@@ -11,15 +11,14 @@ own transaction, so a pass killed mid-way keeps every summary it finished and no
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _SUMMARISABLE = "status IN ('indexed', 'partial') AND chunk_count > 0"
 _SUMMARISABLE_F = "f.status IN ('indexed', 'partial') AND f.chunk_count > 0"
 
 
-@dataclass(frozen=True)
-class Summary:
-    """One stored summary.
+class Summary(NamedTuple):
+    """One stored summary (a named tuple: no dataclasses on the no-op refresh's path).
 
     Attributes:
         path: the stored file path (``NAME:relative/path`` for another source).
