@@ -91,8 +91,9 @@ def split_list(raw: str) -> list[str]:
 SECRET_KEYS = frozenset({"AI_OPENAI_API_KEY", "AI_DOCK_TOKEN", "AI_FLEET_TOKEN"})
 EMBED_BACKENDS = ("local", "ollama", "openai")
 GEN_BACKENDS = ("ollama", "openai")
-# AI_SUMMARIES: none, the extractive summary (no model), or the generation model's.
-SUMMARY_MODES = ("off", "extractive", "model")
+# AI_SUMMARIES: none, the extractive summary (no model), the generation model's, or (query)
+# the extractive one stored and a summary made for each question in answers.
+SUMMARY_MODES = ("off", "extractive", "model", "query")
 # How memory digests a triplet: by the generation model (extractive while it fails), or
 # extractively only (sentences as facts; never calls a model).
 MEMORY_DIGESTS = ("model", "extractive")
@@ -115,6 +116,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "ai_chat_history_max": (1, 1_000_000),
     "ai_summary_seconds": (0, 86400),
     "ai_summary_verbatim_docs": (1, 1000),
+    "ai_query_summary_docs": (1, 100),
+    "ai_query_summary_seconds": (1, 3600),
     "ai_memory_budget": (50, 100_000),
 }
 # Keys other than settings that Varaverk itself reads: not worth a "did you mean" warning.
@@ -231,6 +234,10 @@ class _Fields(NamedTuple):
     ai_summary_seconds: float = 600.0
     # In answers, documents beyond this many go to the model as their summaries.
     ai_summary_verbatim_docs: int = 3
+    # AI_SUMMARIES=query: at most this many summaries made for the question per answer, all
+    # of them within ai_query_summary_seconds; the rest go as their stored summaries.
+    ai_query_summary_docs: int = 3
+    ai_query_summary_seconds: float = 20.0
     # Embed (and index lexically) each chunk with its document's title and first sentence.
     ai_contextual_chunks: bool = False
     # Long-term memory (varaverk.memory): off unless asked for; its own file under AI_DATA_DIR.

@@ -89,7 +89,8 @@
 #   AI_INDEX_LOCK_TIMEOUT
 #     Seconds a run waits for another run's lock before giving up with code 75 (default: 60).
 #   AI_SUMMARIES
-#     off (the default), extractive or model: which document summaries --summaries makes.
+#     off (the default), extractive or model: which document summaries --summaries makes
+#     (query stores extractive ones; answers then summarise for each question).
 #   AI_SUMMARY_SECONDS
 #     Seconds one --summaries run may spend before it stops (default: 600; 0: no bound).
 #   AI_CONTEXTUAL_CHUNKS

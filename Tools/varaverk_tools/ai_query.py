@@ -76,6 +76,9 @@
 #   AI_MIN_MARGIN
 #     "Not covered" relative to the index (best match over the 50th best, less a cost for
 #     question words the best results miss); 0: the default.
+#   AI_SUMMARIES, AI_SUMMARY_VERBATIM_DOCS, AI_QUERY_SUMMARY_DOCS, AI_QUERY_SUMMARY_SECONDS
+#     When results do not fit the context, documents after the first few go as summaries
+#     (with query: made for the question by the model, bounded in count and seconds).
 #
 # RUNTIME MODES
 #   ai-query "question"

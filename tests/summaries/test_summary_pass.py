@@ -163,10 +163,15 @@ def test_summary_settings_are_checked_when_loaded(tmp_path):
     conf = tmp_path / "master.conf"
     conf.write_text("")
     with pytest.raises(ConfigError, match="AI_SUMMARIES: expected one of off, extractive, "
-                                          "model, got 'yes'"):
+                                          "model, query, got 'yes'"):
         load_settings(conf, environ={"AI_SUMMARIES": "yes"})
     with pytest.raises(ConfigError, match="AI_SUMMARY_SECONDS: must be between 0 and 86400"):
         load_settings(conf, environ={"AI_SUMMARY_SECONDS": "-1"})
+    with pytest.raises(ConfigError, match="AI_QUERY_SUMMARY_DOCS: must be between 1 and 100"):
+        load_settings(conf, environ={"AI_QUERY_SUMMARY_DOCS": "0"})
+    query = load_settings(conf, environ={"AI_SUMMARIES": "query",
+                                         "AI_QUERY_SUMMARY_SECONDS": "5"})
+    assert (query.ai_summaries, query.ai_query_summary_seconds) == ("query", 5.0)
     loaded = load_settings(conf, environ={"AI_SUMMARIES": "model", "AI_CONTEXTUAL_CHUNKS": "true"})
     assert (loaded.ai_summaries, loaded.ai_contextual_chunks) == ("model", True)
     assert (Settings().ai_summaries, Settings().ai_contextual_chunks) == ("off", False)

@@ -35,7 +35,9 @@ from varaverk.answering.profiles import (CODE_SCANNING, MEMORY, RETRIEVAL, Profi
 from varaverk.answering.prompts import build_messages, context_budget
 from varaverk.answering.remembering import Remembered, recall_for_turn
 from varaverk.answering.rewrite import looks_dependent, standalone_query
-from varaverk.answering.summary_context import later_documents, summary_block
+from varaverk.answering.query_focused_summary import (fallback_summaries, matched_chunks,
+                                                       summarise_for_question)
+from varaverk.answering.summary_context import later_documents, question_section, summary_block
 from varaverk.config import ConfigError
 from varaverk.errors import VaraverkError, exit_code_for_kind
 from varaverk.ledger.rows import row_from_completion
@@ -382,19 +384,44 @@ def _packed(turn: _Turn, budget: int) -> tuple[list, str]:
     """``(context groups, summaries section)``. With AI_SUMMARIES on, when the results do
     not all fit the context: the documents after the first AI_SUMMARY_VERBATIM_DOCS that
     have a current summary go as it (at most half the budget), the rest as excerpts
-    (``summary_context``)."""
+    (``summary_context``); with AI_SUMMARIES=query, the first of them as summaries made for
+    the question (``_question_summaries``)."""
     groups = turn.retriever.expand(turn.hits, budget)
     if turn.settings.ai_summaries == "off" or \
             {c.id for c in format_context(groups, budget)[1]} >= {h.chunk.id for h in turn.hits}:
         return groups, ""  # every result fits verbatim
     hit_paths = [h.chunk.path for h in turn.hits]
     later = later_documents(hit_paths, turn.settings.ai_summary_verbatim_docs)
-    stored = turn.retriever.index.current_summaries(later) if later else {}
-    summaries, included = summary_block(later, stored, budget // 2)
+    if turn.settings.ai_summaries == "query" and later:
+        summaries, included = _question_summaries(turn, later, budget // 2)
+    else:
+        stored = turn.retriever.index.current_summaries(later) if later else {}
+        summaries, included = summary_block(later, {p: s.text for p, s in stored.items()},
+                                            budget // 2)
     if not included:
         return groups, ""
     verbatim = [h for h in turn.hits if h.chunk.path not in set(included)]
     return turn.retriever.expand(verbatim, budget - len(summaries) - 2), summaries
+
+
+def _question_summaries(turn: _Turn, later: list[str], budget: int) -> tuple[str, list[str]]:
+    """The summaries section for AI_SUMMARIES=query: the first AI_QUERY_SUMMARY_DOCS of
+    ``later`` summarised for the (standalone) question from their matched chunks, the rest
+    and every failure as their stored or extractive summaries (``query_focused_summary``)."""
+    settings = turn.settings
+
+    def client_for(seconds: float):
+        from varaverk.answering.generation.chat_client import make_chat_client
+        timeout = min(seconds, settings.ai_http_timeout)
+        return make_chat_client(settings.replace(ai_http_timeout=timeout))
+
+    made = summarise_for_question(
+        turn.query, [(p, matched_chunks(turn.hits, p)) for p in later], client_for,
+        max_docs=settings.ai_query_summary_docs, seconds=settings.ai_query_summary_seconds)
+    turn.timings["question_summaries_s"] = made.seconds
+    others = [p for p in later if p not in made.texts]
+    return question_section(later, made.texts, fallback_summaries(turn.retriever.index, others),
+                            budget)
 
 
 def _generate(turn: _Turn):
