@@ -182,6 +182,16 @@ class MemoryStore:
         return self._read("SELECT conversation, count(*), min(said_at), max(said_at) FROM turns "
                           "GROUP BY conversation ORDER BY max(said_at) DESC")
 
+    def overview(self, opening_chars: int = 120) -> list[tuple[str, int, int, str, str, str]]:
+        """``(conversation, turns, triplets, first said_at, last said_at, opening)``, most
+        recent first; ``opening``: the first ``opening_chars`` characters of its first turn."""
+        return self._read(
+            "SELECT t.conversation, count(*), (SELECT count(*) FROM triplets r WHERE "
+            "r.conversation = t.conversation), min(t.said_at), max(t.said_at), (SELECT "
+            "substr(o.text, 1, ?) FROM turns o WHERE o.conversation = t.conversation ORDER BY "
+            "o.seq LIMIT 1) FROM turns t GROUP BY t.conversation ORDER BY max(t.said_at) DESC",
+            (opening_chars,))
+
     def search_turns(self, query: str, limit: int = 20) -> list[tuple[Turn, float]]:
         """Turns holding any word of ``query`` (FTS5, the index's query rules), best BM25 first;
         each with its BM25 score (higher is better)."""
