@@ -65,6 +65,10 @@ class MemoryStore:
         self._conn = conn
         self.path = path
         self._lock = threading.RLock()
+        # The fact matrix's key: the inode too, so a file deleted and made again at the same
+        # path starts afresh. Taken once: this connection reads the file opened, whatever
+        # happens to the path later.
+        self._table_key = f"{path.resolve()}:{path.stat().st_ino}"
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "MemoryStore":
@@ -289,10 +293,9 @@ class MemoryStore:
     def fact_table(self) -> FactTable:
         """Every fact vector as one matrix (``fact_matrix.FACT_TABLES``: kept for the
         process and brought up to date after writes, reading only what changed)."""
-        dim = int(self.meta().get("embed_dimension") or 0)
-        # The inode too: a file deleted and made again at the same path starts afresh.
-        key = f"{self.path.resolve()}:{self.path.stat().st_ino}"
-        return FACT_TABLES.get(key, str(self.generation()), dim, self._read)
+        meta = self.meta()  # one read: the dimension and the write generation
+        return FACT_TABLES.get(self._table_key, meta.get("generation", "0"),
+                               int(meta.get("embed_dimension") or 0), self._read)
 
     def export(self) -> dict:
         """Everything remembered, JSON-ready (no vectors): ``{"conversations": [{"id",
