@@ -17,7 +17,7 @@ import pytest
 from tests.dock.conftest import (app, client, data_dir, dock_index, model, settings,
                                  start_dock)
 from tests.dock.test_browser import ARGS, CHROMIUM
-from tests.dock.test_browser_page import browser_page
+from tests.dock.test_browser_page import browser_page, shot
 from tests.support.environ import environ_without_ai
 
 __all__ = ["app", "client", "data_dir", "dock_index", "model", "settings"]  # fixtures
@@ -129,11 +129,15 @@ def test_the_memory_view_lists_shows_and_forgets(settings, tmp_path):
                 "my NAS is the Synology DS923 at 192.168.1.20")
             expect(dialog.locator("#memory-detail")).to_contain_text(HOSTILE)
             assert dialog.locator("#memory-detail img, #memory-detail b").count() == 0
+            shot(page, "memory-view.png")
 
             page.set_viewport_size({"width": 360, "height": 740})  # a phone: nothing sticks out
             wide = page.evaluate("Math.max(...[...document.querySelectorAll('#memory-dialog *')]"
                                  ".map(e => e.getBoundingClientRect().right))")
             assert wide <= 360.5, wide
+            page.emulate_media(color_scheme="dark")
+            shot(page, "memory-view-phone-dark.png")
+            page.emulate_media(color_scheme="light")
             page.set_viewport_size({"width": 1280, "height": 860})
 
             cards = dialog.locator(".memory-triplet").count()
