@@ -1,9 +1,11 @@
 """Long-term memory in the dock: its routes, and the hooks the chat API calls.
 
     GET    /api/memory                      {"enabled", "conversations": [{"id", "turns",
-                                            "first", "last"}]} most recent first
+                                            "triplets", "first", "last", "opening"}]} most
+                                            recent first (opening: its first turn's start)
     GET    /api/memory/conversations/<id>   {"triplets": [{"id", "turns": [first, last],
-                                            "digest", "status", "facts", "recollection"}]}
+                                            "said_at", "digest", "status", "facts",
+                                            "recollection"}]}
     DELETE /api/memory/conversations/<id>   {"forgot": turns removed}
     DELETE /api/memory/triplets/<id>        {"forgot": turns removed}; 404 when none
 
@@ -61,9 +63,10 @@ def memory_list():
     if memory is None:
         return jsonify({"enabled": settings.ai_memory_enabled, "conversations": []})
     with memory:
-        rows = memory.store.conversations()
+        rows = memory.store.overview()
     return jsonify({"enabled": settings.ai_memory_enabled, "conversations": [
-        {"id": c, "turns": n, "first": first, "last": last} for c, n, first, last in rows]})
+        {"id": c, "turns": n, "triplets": t, "first": first, "last": last, "opening": opening}
+        for c, n, t, first, last, opening in rows]})
 
 
 @bp.get("/api/memory/conversations/<path:conversation>")
@@ -76,7 +79,9 @@ def memory_conversation(conversation: str):
         return jsonify({"triplets": []})
     with memory:
         store = memory.store
-        triplets = [{"id": r.id, "turns": [r.first_seq, r.last_seq], "digest": r.digest,
+        said = {t.seq: t.said_at for t in store.turns(conversation)}
+        triplets = [{"id": r.id, "turns": [r.first_seq, r.last_seq],
+                     "said_at": said.get(r.first_seq, ""), "digest": r.digest,
                      "status": r.status, "recollection": store.recollection(r.id),
                      "facts": [{"statement": f.statement, "speaker": f.speaker, "type": f.type}
                                for f in store.facts(r.id)]}

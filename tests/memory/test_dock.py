@@ -64,6 +64,11 @@ def test_told_in_one_chat_recalled_shown_and_saved_in_another(memory_client):
     triplets = memory_client.get(f"/api/memory/conversations/{first}",
                                  headers=SAME).get_json()["triplets"]
     assert triplets[0]["facts"][0]["statement"].startswith("Remember this: my NAS")
+    assert triplets[0]["said_at"][:2] == "20" and "T" in triplets[0]["said_at"]
+    [listed] = [c for c in memory_client.get("/api/memory", headers=SAME).get_json()[
+        "conversations"] if c["id"] == first]
+    assert listed["triplets"] == len(triplets)
+    assert listed["opening"].startswith("Remember this: my NAS is the Synology DS923")
 
     resp = memory_client.delete(f"/api/chats/{first}?forget_memory=1", headers=SAME)
     assert resp.status_code == 204

@@ -33,6 +33,47 @@ def test_each_new_fact_votes_once_per_triplet_and_ties_go_to_similarity():
     assert [t for t, _, _ in vote(table, queries, exclude="a")] == [8]
 
 
+def _vote_by_full_sort(table, queries, exclude, neighbours=5, per_vote=8, floor=0.3):
+    """The votes as a full sort of every score defines them: the reference ``vote``'s
+    shortcut (only the facts above the floor partitioned) must match."""
+    sims = (table.matrix @ queries.T).T
+    if exclude in table.codes:
+        sims[:, table.conversations == table.codes[exclude]] = -1.0
+    tally: dict[int, list] = {}
+    for row in sims:
+        best: dict[int, float] = {}
+        for col in np.argsort(-row, kind="stable")[:neighbours * per_vote]:
+            if row[col] < floor or len(best) == neighbours:
+                break
+            best.setdefault(int(table.triplet_ids[col]), float(row[col]))
+        for tid, score in best.items():
+            tally.setdefault(tid, [0, 0.0])
+            tally[tid][0] += 1
+            tally[tid][1] += score
+    return sorted(((t, v, s) for t, (v, s) in tally.items()), key=lambda x: (-x[1], -x[2], x[0]))
+
+
+def test_votes_equal_those_of_a_full_sort_of_every_score():
+    rng = np.random.default_rng(22)
+    centres = rng.standard_normal((12, 48))
+    # Clusters: many facts above the floor for some queries (more than are looked at), few or
+    # none for others; facts of one triplet in a row, ten triplets a conversation.
+    rows = centres[rng.integers(0, 12, 3000)] + 0.6 * rng.standard_normal((3000, 48))
+    triplets = np.arange(3000) // 6
+    table = _table(rows, triplets, [f"c{t // 10}" for t in triplets])
+    queries = np.vstack([centres[:4] + 0.3 * rng.standard_normal((4, 48)),
+                         rng.standard_normal((3, 48))]).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    sims = table.matrix @ queries.T
+    assert (sims >= 0.3).sum(axis=0).max() > 40 and (sims >= 0.3).sum(axis=0).min() < 40
+    for exclude in (None, "c3"):
+        got = vote(table, queries, exclude)
+        want = _vote_by_full_sort(table, queries, exclude)
+        assert [(t, v) for t, v, _ in got] == [(t, v) for t, v, _ in want]
+        assert np.allclose([s for _, _, s in got], [s for _, _, s in want], atol=1e-5)
+        assert len(got) > 5
+
+
 def test_a_fact_told_in_one_conversation_is_recalled_in_another(memory):
     memory.remember("c1", NAS_TALK)
     memory.remember("c2", MOVER_TALK)

@@ -160,3 +160,41 @@ def test_the_fact_matrix_follows_every_write_of_any_store_of_the_file(memory, me
     assert list(zip(table.fact_ids.tolist(), table.triplet_ids.tolist())) == \
         _stored_facts(memory.store)
     assert set(table.codes) >= {"c1"} and table.matrix.shape == (len(table.fact_ids), 1024)
+
+
+def test_the_fact_matrix_grows_in_place_and_never_changes_a_table_handed_out(tmp_path):
+    from varaverk.memory.digest import Digest, Fact
+    from varaverk.memory.fact_matrix import FactTables
+
+    rng = np.random.default_rng(7)
+    store = MemoryStore.open(tmp_path / "memory.db")
+
+    def add(conversation: str, triplets: int) -> None:
+        store.add_turns(conversation, [turn(r, f"{conversation} said {i}", "2026-03-02T10:00:00")
+                                       for i, r in enumerate(["user", "assistant"] * triplets)])
+        for t in range(triplets):
+            vecs = rng.standard_normal((3, 8)).astype(np.float32)
+            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+            store.write_digest(conversation, 2 * t, 2 * t + 1,
+                               Digest([Fact(f"fact {i}", "user") for i in range(3)], "r"), vecs,
+                               ("local", "test", 8), "digested")
+
+    def fresh():  # the table as a first read of the file makes it
+        return FactTables().get("fresh", store.generation(), 8, store._read)
+
+    handed_out = []
+    for step, conversation in enumerate(["a", "b", "c", "d", "e"]):
+        add(conversation, 400 if step == 0 else 3)  # the first fills the buffer's spare rows
+        table = store.fact_table()
+        want = fresh()
+        assert table.fact_ids.tolist() == want.fact_ids.tolist()
+        assert np.array_equal(table.matrix, want.matrix)
+        handed_out.append((table, table.matrix.copy()))
+        if step == 2:
+            store.forget_conversation("b")
+            assert "b" not in {c for c, *_ in store.conversations()}
+    for table, copy in handed_out:
+        assert np.array_equal(table.matrix, copy)  # appends never wrote into a view given out
+    last = store.fact_table()
+    assert len(last.fact_ids) == 3 * (400 + 3 + 3 + 3) and last.matrix.shape == (1227, 8)
+    store.close()

@@ -98,24 +98,35 @@ def vote(table: "FactTable", queries: "np.ndarray", exclude: str | None = None,
     sims = np.ascontiguousarray((table.matrix @ queries.T).T)
     if exclude in table.codes:
         sims[:, table.conversations == table.codes[exclude]] = -1.0
-    # A triplet holds several facts: look at enough of the nearest facts to find the
-    # ``neighbours`` nearest distinct triplets (CANDIDATES_PER_VOTE facts per vote).
-    m = min(neighbours * CANDIDATES_PER_VOTE, sims.shape[1])
-    top = np.argpartition(sims, sims.shape[1] - m, axis=1)[:, -m:]
     tally: dict[int, list] = {}
-    for row, cols in enumerate(top):
+    for row in range(len(sims)):
         best: dict[int, float] = {}
-        for col in cols[np.argsort(-sims[row, cols])]:
-            score = float(sims[row, col])
-            if score < floor or len(best) == neighbours:
+        for col in _nearest(sims[row], neighbours * CANDIDATES_PER_VOTE, floor):
+            if len(best) == neighbours:
                 break
-            best.setdefault(int(table.triplet_ids[col]), score)
+            best.setdefault(int(table.triplet_ids[col]), float(sims[row, col]))
         for tid, score in best.items():
             entry = tally.setdefault(tid, [0, 0.0])
             entry[0] += 1
             entry[1] += score
     ranked = sorted(tally.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))
     return [(tid, votes, total) for tid, (votes, total) in ranked]
+
+
+def _nearest(scores: "np.ndarray", limit: int, floor: float) -> "np.ndarray":
+    """Column indices of the ``limit`` highest ``scores`` at or above ``floor``, best first.
+
+    A triplet holds several facts: ``limit`` (CANDIDATES_PER_VOTE facts per vote) is enough
+    to find the ``neighbours`` nearest distinct triplets. Only the few facts above the floor
+    are partitioned and sorted, not the whole row: the same facts, in the same order, as a
+    partial sort of every score would give, in a fraction of the time.
+    """
+    import numpy as np
+
+    above = np.flatnonzero(scores >= floor)
+    if len(above) > limit:
+        above = above[np.argpartition(scores[above], len(above) - limit)[-limit:]]
+    return above[np.argsort(-scores[above], kind="stable")]
 
 
 def recall(store: "MemoryStore", embedder, question: str, recent: list[Turn] = (),

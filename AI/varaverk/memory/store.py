@@ -65,6 +65,10 @@ class MemoryStore:
         self._conn = conn
         self.path = path
         self._lock = threading.RLock()
+        # The fact matrix's key: the inode too, so a file deleted and made again at the same
+        # path starts afresh. Taken once: this connection reads the file opened, whatever
+        # happens to the path later.
+        self._table_key = f"{path.resolve()}:{path.stat().st_ino}"
 
     @classmethod
     def open(cls, path: str | os.PathLike) -> "MemoryStore":
@@ -182,6 +186,16 @@ class MemoryStore:
         return self._read("SELECT conversation, count(*), min(said_at), max(said_at) FROM turns "
                           "GROUP BY conversation ORDER BY max(said_at) DESC")
 
+    def overview(self, opening_chars: int = 120) -> list[tuple[str, int, int, str, str, str]]:
+        """``(conversation, turns, triplets, first said_at, last said_at, opening)``, most
+        recent first; ``opening``: the first ``opening_chars`` characters of its first turn."""
+        return self._read(
+            "SELECT t.conversation, count(*), (SELECT count(*) FROM triplets r WHERE "
+            "r.conversation = t.conversation), min(t.said_at), max(t.said_at), (SELECT "
+            "substr(o.text, 1, ?) FROM turns o WHERE o.conversation = t.conversation ORDER BY "
+            "o.seq LIMIT 1) FROM turns t GROUP BY t.conversation ORDER BY max(t.said_at) DESC",
+            (opening_chars,))
+
     def search_turns(self, query: str, limit: int = 20) -> list[tuple[Turn, float]]:
         """Turns holding any word of ``query`` (FTS5, the index's query rules), best BM25 first;
         each with its BM25 score (higher is better)."""
@@ -279,10 +293,9 @@ class MemoryStore:
     def fact_table(self) -> FactTable:
         """Every fact vector as one matrix (``fact_matrix.FACT_TABLES``: kept for the
         process and brought up to date after writes, reading only what changed)."""
-        dim = int(self.meta().get("embed_dimension") or 0)
-        # The inode too: a file deleted and made again at the same path starts afresh.
-        key = f"{self.path.resolve()}:{self.path.stat().st_ino}"
-        return FACT_TABLES.get(key, str(self.generation()), dim, self._read)
+        meta = self.meta()  # one read: the dimension and the write generation
+        return FACT_TABLES.get(self._table_key, meta.get("generation", "0"),
+                               int(meta.get("embed_dimension") or 0), self._read)
 
     def export(self) -> dict:
         """Everything remembered, JSON-ready (no vectors): ``{"conversations": [{"id",

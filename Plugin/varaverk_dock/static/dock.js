@@ -16,6 +16,7 @@
                   bugDraft: null };
   const R = window.VaraverkRender;
   let turns = null;  // turns.js: asking, following, stopping (wired at the end)
+  let memoryView = null;  // memory.js: the long-term memory dialog (wired at the end)
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
@@ -689,6 +690,7 @@
     } catch (e) { /* the select already lists them */ }
     syncProfileControls();
     try { state.memoryEnabled = (await apiJson("/api/memory")).enabled; } catch (e) { /* off */ }
+    memoryView.enable(state.memoryEnabled);
   }
 
   // ── wiring ─────────────────────────────────────────────────────────────────────────────
@@ -717,6 +719,7 @@
                                  addAssistant: addAssistant, addBadge: addBadge,
                                  handleEvent: handleEvent, showError: showError,
                                  loadTokens: loadTokens });
+  memoryView = window.VaraverkMemory({ $: $, el: el, apiJson: apiJson });
   loadProfiles();
   loadChats();
   loadStatus();
