@@ -137,6 +137,9 @@ SHAPES: tuple[Shape, ...] = (
     Shape("a KEY=value line: the rest of the line (hostapd, an env prefix)", "template",
           "wpa_passphrase=tangerine dream\nPGPASSWORD=tangerinedream pg_dump app", "masked",
           ("tangerine dream", "tangerinedream"), ("wpa_passphrase=", "PGPASSWORD=")),
+    Shape("a password holding & after a key mid-line (no URL query)", "doc",
+          "Remember that password=S3cr3t&nas-db opens the NAS.", "masked",
+          ("S3cr3t", "nas-db"), ("Remember that password=", "opens the NAS.")),
     # -- documentation examples: masked, with an info line instead of a warning
     Shape("an example password in a Markdown code block", "doc",
           "```yaml\nPOSTGRES_PASSWORD: postgres\n```", "example", ("postgres\n",),

@@ -57,7 +57,9 @@ _VALUE_STOP = {False: re.compile(r"[ \t]#|`"), True: re.compile(r"[ \t]#|`|[,}\]
 # A value runs to the end of its line at most this far: longer, it is text, not a password
 # (and the scan of a huge line stays linear).
 _MAX_VALUE = 512
-_SHELL_WORD = re.compile(r"[^\s\"'`,;&)}\]]*")
+# An "&" joined to more of the word belongs to it (a password holding one, in prose); only a
+# spaced or doubled one ends a command's word.
+_SHELL_WORD = re.compile(r"(?:[^\s\"'`,;&)}\]]|&(?=[^\s&]))*")
 _QUERY_VALUE = re.compile(r"[^\s\"'`&#]*")
 _QUOTED = {q: re.compile(q + r"((?:[^" + q + r"\\\n]|\\.)*)" + q) for q in "\"'"}
 _SSH_PUBLIC = re.compile(r"\b(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh"

@@ -18,7 +18,7 @@ from varaverk.masking.shapes import (BEARER, CLI_PASSWORD, PEM, REDACTED, SECRET
 PAIR = re.compile(
     r"(?P<key>(?<![\w.$])[A-Za-z_][\w.-]{0,80})(?P<kq>[\"']?)"
     r"(?P<sep>[ \t]*:?=[ \t]*|[ \t]*:(?!:)[ \t]*|[ \t]+)"
-    r"(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s\"',;&}\])`]+))")
+    r"(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|(?P<bare>(?:[^\s\"',;&}\])`]|&(?=[^\s&]))+))")
 _KEY_START = re.compile(r"(?<![\w.$])[A-Za-z_][\w.-]{0,80}")
 
 
