@@ -41,9 +41,11 @@ def follow(client, turn_id, after=None) -> list[dict]:
     return sse_events([resp.data])
 
 
-def first_events(client, turn_id, count) -> list[dict]:
-    """Read a live stream until ``count`` events arrived, then hang up (as a reload does)."""
-    resp = client.get(f"/api/turns/{turn_id}/events", buffered=False)
+def first_events(client, turn_id, count, after: int | None = None) -> list[dict]:
+    """Read a live stream (after event ``after``, sent as ``Last-Event-ID``) until ``count``
+    events arrived, then hang up (as a reload does)."""
+    headers = {} if after is None else {"Last-Event-ID": str(after)}
+    resp = client.get(f"/api/turns/{turn_id}/events", headers=headers, buffered=False)
     got, buf = [], b""
     for chunk in resp.iter_encoded():
         buf += chunk
@@ -102,26 +104,13 @@ def test_last_event_id_resumes_with_nothing_lost_or_repeated(app, client, model)
     assert [e["seq"] for e in seen] == [1, 2, 3]
     last = seen[-1]["seq"]
     while True:  # reconnect after every two events, as a flaky connection would
-        seen += follow_some(client, turn_id, last)
+        seen += first_events(client, turn_id, 2, after=last)
         last = seen[-1]["seq"]
         if seen[-1]["type"] == "saved":
             break
     assert [e["seq"] for e in seen] == list(range(1, len(seen) + 1))
     assert content_of(seen) == "".join(SLOW)
     assert [e["type"] for e in seen].count("done") == 1
-
-
-def follow_some(client, turn_id, after, count=2) -> list[dict]:
-    resp = client.get(f"/api/turns/{turn_id}/events", headers={"Last-Event-ID": str(after)},
-                      buffered=False)
-    buf, got = b"", []
-    for chunk in resp.iter_encoded():
-        buf += chunk
-        got = sse_events([buf.rsplit(b"\n\n", 1)[0] + b"\n\n"]) if b"\n\n" in buf else []
-        if len(got) >= count:
-            break
-    resp.close()
-    return got[:count]
 
 
 def test_stop_ends_the_turn_for_everyone_and_saves_the_partial_answer(app, client, model,
