@@ -3,40 +3,21 @@ gunicorn dock: ask, watch the answer stream, see the sources, reload, switch pro
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
 
 from tests.dock.conftest import ARTIFACTS, EXPECTED_ANSWER, QUESTION
+from tests.support.browser import ARGS, BROWSER_TESTS, CHROMIUM, browser_page
 from tests.support.repos import git
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
-                       reason=f"{CHROMIUM} is missing: apt-get install -y chromium"),
-]
+pytestmark = BROWSER_TESTS
 
 
 @pytest.fixture
 def page(running_dock):
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    with playwright_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 860})
-        page = context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.goto(running_dock.url + "/")
+    with browser_page(running_dock.url) as page:
         yield page
-        context.close()
-        browser.close()
-        assert errors == [], errors
 
 
 def test_browser_asks_streams_shows_sources_reloads_and_switches_profile(page, running_dock,

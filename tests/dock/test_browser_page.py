@@ -4,7 +4,6 @@ chats, a phone's screen, dark mode, the index's progress, the chat list's limit.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -12,37 +11,13 @@ import re
 import pytest
 
 from tests.dock.conftest import ARTIFACTS, QUESTION
-from tests.dock.test_browser import ARGS, CHROMIUM
+from tests.support.browser import ARGS, BROWSER_TESTS, CHROMIUM, browser_page
 from tests.support.repos import git
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
-                       reason=f"{CHROMIUM} is missing: apt-get install -y chromium"),
-]
+pytestmark = BROWSER_TESTS
 
 LABEL = "Backup/rsync_mirror.sh › CONFIGURATION › MIRROR_MAX_DELETE_PCT"
 MADE_UP = "Backup/made_up.sh › NOWHERE"
-
-
-@contextlib.contextmanager
-def browser_page(url: str, **context_options):
-    """A page of a fresh Chromium context on ``url`` (viewport, colour scheme, permissions as
-    given); fails the test on any page error or console error."""
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    options = {"viewport": {"width": 1280, "height": 860}, **context_options}
-    with playwright_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        context = browser.new_context(**options)
-        page = context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.goto(url + "/")
-        yield page
-        context.close()
-        browser.close()
-        assert errors == [], errors
 
 
 def ask(page, question: str, profile: str | None = None, wait: bool = True):

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from tests.dock.conftest import QUESTION, base_settings
-from tests.dock.test_browser import ARGS, CHROMIUM
+from tests.support.browser import ARGS, CHROMIUM
 from varaverk.summaries.summary_pass import summarise
 
 SOURCE = "Backup/rsync_mirror.sh"

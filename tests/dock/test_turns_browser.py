@@ -5,18 +5,13 @@ in one tab stops both, Retry keeps the question, Regenerate and Edit replace the
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import pytest
 
-from tests.dock.test_browser import ARGS, CHROMIUM
+from tests.support.browser import ARGS, BROWSER_TESTS, CHROMIUM
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
-                       reason=f"{CHROMIUM} is missing: apt-get install -y chromium"),
-]
+pytestmark = BROWSER_TESTS
 
 SLOW = ["According ", "to ", "the ", "docs, ", "this ", "is ", "slow."]
 FULL = "".join(SLOW)

@@ -6,7 +6,6 @@ is not there when memory is off."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -16,17 +15,13 @@ import pytest
 
 from tests.dock.conftest import (app, client, data_dir, dock_index, model, settings,
                                  start_dock)
-from tests.dock.test_browser import ARGS, CHROMIUM
-from tests.dock.test_browser_page import browser_page, shot
+from tests.dock.test_browser_page import shot
+from tests.support.browser import ARGS, BROWSER_TESTS, CHROMIUM, browser_page
 from tests.support.environ import environ_without_ai
 
 __all__ = ["app", "client", "data_dir", "dock_index", "model", "settings"]  # fixtures
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
-                       reason=f"{CHROMIUM} is missing: apt-get install -y chromium"),
-]
+pytestmark = BROWSER_TESTS
 
 
 def _ask(page, question: str) -> None:
