@@ -14,8 +14,8 @@ from varaverk.answering.capabilities import (CapabilityDenied, ConfKeyNotAllowed
                                              live_health, read_log, recent_incidents, run_evidence,
                                              save_bug_report, scrub)
 from varaverk.answering.capabilities.bug_filing import BugReportInvalid
-from varaverk.answering.capabilities.redaction import known_secrets
 from varaverk.answering.profiles import PROFILES, get_profile
+from varaverk.host_secrets import known_secrets
 from varaverk.masking.shapes import value_looks_secret
 
 from tests.capabilities.test_scoped_log import FAILING_JOB

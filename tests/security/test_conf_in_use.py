@@ -4,7 +4,7 @@ known_secrets() and conf lookup read X, not Configurations/master.conf of the re
 from __future__ import annotations
 
 from varaverk.answering.capabilities import conf_lookup, scrub
-from varaverk.answering.capabilities.redaction import known_secrets
+from varaverk.host_secrets import known_secrets
 from varaverk.config import load_settings
 from varaverk.answering.profiles import get_profile
 

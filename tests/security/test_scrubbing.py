@@ -8,7 +8,7 @@ import pytest
 from tests.capabilities.conftest import turn
 from varaverk.answering.capabilities import (ConfKeyNotAllowed, conf_lookup, draft_bug_report,
                                              gather_context, scrub)
-from varaverk.answering.capabilities.redaction import known_secrets
+from varaverk.host_secrets import known_secrets
 from varaverk.config import ConfigError, Settings, load_settings
 from varaverk.answering.profiles import get_profile
 

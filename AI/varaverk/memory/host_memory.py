@@ -18,8 +18,8 @@ import logging
 import re
 from typing import Callable
 
-from varaverk.answering.capabilities.redaction import known_secrets
 from varaverk.errors import VaraverkError
+from varaverk.host_secrets import known_secrets
 from varaverk.masking.scrubbing import scrub
 from varaverk.memory.digest import Digest, DigestInvalid, extractive_digest, model_digest
 from varaverk.memory.prompt_block import memory_block

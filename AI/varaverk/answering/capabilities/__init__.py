@@ -18,8 +18,8 @@ that does not hold it raises ``CapabilityDenied`` whatever the question asks for
 ``gather_context(profile, request, settings)`` is what the worker calls for a turn: it runs
 the reading capabilities the profile holds and returns prompt blocks, what was read and
 extra retrieval queries. Everything it returns is scrubbed of the host's secret values
-(``redaction``). For a profile holding none of them (``chat``, ``varaverk``, ``code``) it
-returns an empty context without touching anything.
+(``varaverk.host_secrets``). For a profile holding none of them (``chat``, ``varaverk``,
+``code``) it returns an empty context without touching anything.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 
 from varaverk.answering.profiles import (CONF_LOOKUP, INCIDENTS, LIVE_HEALTH, RUN_EVIDENCE,
                                          SCOPED_LOG, CapabilityDenied)
+from varaverk.host_secrets import conf_path, known_secrets
 from varaverk.masking.scrubbing import scrub
 
 from .bug_filing import BugReportInvalid, draft_bug_report, save_bug_report
 from .conf_lookup import ConfKeyNotAllowed, ConfValue, conf_block, conf_lookup, keys_in_text
 from .health import HealthReport, live_health
 from .incidents import recent_incidents
-from .redaction import conf_path, known_secrets
 from .run_evidence import run_evidence, run_evidence_block
 from .scoped_log import (LogAccessDenied, LogExcerpt, LogNotFound, issue_queries, list_logs,
                          read_log)

@@ -24,9 +24,8 @@ from pathlib import Path
 from varaverk import gitrepo
 from varaverk.atomic_files import write_atomic
 from varaverk.answering.profiles import BUG_FILING
+from varaverk.host_secrets import known_secrets
 from varaverk.masking.scrubbing import scrub
-
-from .redaction import known_secrets
 
 log = logging.getLogger("varaverk.answering.capabilities")
 

@@ -18,12 +18,10 @@ import re
 from dataclasses import dataclass
 
 from varaverk.answering.profiles import CONF_LOOKUP
-
+from varaverk.host_secrets import conf_path, known_secrets, read_conf, whitelisted
 from varaverk.masking.scrubbing import scrub
 from varaverk.masking.shapes import (REDACTED, key_looks_secret, mask_url_credentials,
                                      value_looks_secret)
-
-from .redaction import conf_path, known_secrets, read_conf, whitelisted
 
 log = logging.getLogger("varaverk.answering.capabilities")
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,100}$")

@@ -1,5 +1,5 @@
 """Which values this host holds as secrets, and scrubbing them from what a capability hands
-to a model.
+to a model or long-term memory keeps.
 
 Two layers, both applied to every block, query and log line the capabilities produce:
   1. Known secret values: every value of the conf in use (``Settings.conf_file``) whose key or
@@ -20,7 +20,6 @@ import re
 from fnmatch import fnmatchcase
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
 
 from dotenv import dotenv_values
 
