@@ -66,7 +66,8 @@ def test_the_page_shows_saves_and_forgets_memories(settings, tmp_path):
             expect(page.locator(".msg.assistant .badge.memory").last) \
                 .to_contain_text("my NAS is the Synology DS923")
 
-            told = page.locator(".chat-list li").last  # newest first: the chat that told it
+            # By its title: two chats updated in the same second may list in either order.
+            told = page.locator(".chat-list li", has_text="Remember this")
             told.hover()  # the delete button shows on hover
             told.locator(".chat-delete").click()
             expect(page.locator(".chat-list li")).to_have_count(1)
