@@ -198,3 +198,27 @@ def test_the_fact_matrix_grows_in_place_and_never_changes_a_table_handed_out(tmp
     last = store.fact_table()
     assert len(last.fact_ids) == 3 * (400 + 3 + 3 + 3) and last.matrix.shape == (1227, 8)
     store.close()
+
+
+def test_opening_a_new_memory_file_from_many_threads_at_once(tmp_path):
+    """The dock's remember thread creates memory.db while a request opens it: switching a
+    file being created to WAL must wait for the other opener, not fail "database is locked"."""
+    import threading
+
+    for attempt in range(20):
+        path = tmp_path / f"m{attempt}" / "memory.db"
+        barrier, failures = threading.Barrier(6), []
+
+        def opener():
+            barrier.wait()
+            try:
+                MemoryStore.open(path).close()
+            except Exception as exc:  # collected: the assertion below names it
+                failures.append(exc)
+
+        threads = [threading.Thread(target=opener) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert failures == [], failures

@@ -13,6 +13,7 @@ import datetime
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
@@ -30,6 +31,20 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
 _TURN_COLUMNS = "conversation, seq, turn_ref, speaker, role, said_at, text"
+
+
+def _use_wal(conn: sqlite3.Connection, seconds: float = 30.0) -> None:
+    """Put the file in WAL mode. Switching a file that another connection is creating fails
+    at once with "database is locked" (SQLite's busy handler does not cover it), so the
+    switch is retried until that opener is done; an existing WAL file needs no switch."""
+    deadline = time.monotonic() + seconds
+    while conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 class MemoryMismatch(VaraverkError):
@@ -79,8 +94,9 @@ class MemoryStore:
                                timeout=30)
         try:
             for pragma in ("busy_timeout = 30000", "foreign_keys = ON", "secure_delete = ON",
-                           "journal_mode = WAL", "synchronous = NORMAL"):
+                           "synchronous = NORMAL"):
                 conn.execute(f"PRAGMA {pragma}")
+            _use_wal(conn)
             if pending_migrations(conn, MIGRATIONS):
                 conn.execute("BEGIN IMMEDIATE")
                 try:
