@@ -5,6 +5,10 @@ A homelab often has a GPU box reachable over the mesh and the local machine as a
 short timeout, and remembers the winner in this process for ``ttl`` seconds so every request does
 not pay for a health check. When the chosen host then fails to connect, callers ``forget`` the
 choice and pick again.
+
+Requests that need a choice at the same moment (a burst of turns in one dock worker) share one
+probe: the first probes while the others wait for its outcome, success or failure. Each probe
+of its own would add load to a host that is busy answering, and could miss its timeout there.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ CHOICE_TTL = 60.0      # seconds a healthy choice is remembered
 
 _lock = threading.Lock()
 _chosen: dict[tuple[str, ...], tuple[str, float]] = {}
+# Per host list: held while its probe runs; the outcome the waiters then share, with its time.
+_probing: dict[tuple[str, ...], threading.Lock] = {}
+_outcome: dict[tuple[str, ...], tuple[str | ModelServerUnavailable, float]] = {}
 
 
 class ModelServerUnavailable(VaraverkError):
@@ -82,27 +89,43 @@ def pick_ollama_host(hosts: Sequence[str], *, timeout: float = HEALTH_TIMEOUT,
     key = tuple(normalise_host(h) for h in hosts if h.strip())
     if not key:
         raise ModelServerUnavailable("no Ollama host configured (AI_OLLAMA_HOSTS is empty)")
-    now = time.monotonic()
+    asked = time.monotonic()
     with _lock:
         remembered = _chosen.get(key)
-    if remembered and ttl > 0 and now - remembered[1] < ttl:
+        probing = _probing.setdefault(key, threading.Lock())
+    if remembered and ttl > 0 and asked - remembered[1] < ttl:
         return remembered[0]
+    with probing:
+        with _lock:
+            shared = _outcome.get(key)
+        if shared is None or shared[1] < asked:
+            shared = (_probe_in_order(key, timeout, client), time.monotonic())
+            with _lock:
+                _outcome[key] = shared
+                if isinstance(shared[0], str):
+                    _chosen[key] = (shared[0], shared[1])
+    if isinstance(shared[0], ModelServerUnavailable):
+        failed = shared[0]  # a fresh error per caller: threads never share a traceback
+        raise ModelServerUnavailable(str(failed), failed.tried)
+    return shared[0]
+
+
+def _probe_in_order(key: tuple[str, ...], timeout: float,
+                    client: httpx.Client | None) -> str | ModelServerUnavailable:
+    """The first host of ``key`` whose probe succeeds, or the error naming every host tried."""
     tried: list[tuple[str, str]] = []
-    own = client is None
     probe_client = client or httpx.Client()
     try:
         for host in key:
             reason = _probe(probe_client, host, timeout)
             if reason is None:
-                with _lock:
-                    _chosen[key] = (host, time.monotonic())
                 return host
             tried.append((host, reason))
     finally:
-        if own:
+        if client is None:
             probe_client.close()
     detail = "; ".join(f"{host}: {reason}" for host, reason in tried)
-    raise ModelServerUnavailable(f"no healthy Ollama host (tried {detail})", tried)
+    return ModelServerUnavailable(f"no healthy Ollama host (tried {detail})", tried)
 
 
 def forget(hosts: Sequence[str] | None = None) -> None:
@@ -110,5 +133,8 @@ def forget(hosts: Sequence[str] | None = None) -> None:
     with _lock:
         if hosts is None:
             _chosen.clear()
+            _outcome.clear()
         else:
-            _chosen.pop(tuple(normalise_host(h) for h in hosts if h.strip()), None)
+            key = tuple(normalise_host(h) for h in hosts if h.strip())
+            _chosen.pop(key, None)
+            _outcome.pop(key, None)

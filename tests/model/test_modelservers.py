@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from varaverk.modelservers import ModelServerUnavailable, forget, normalise_host, pick_ollama_host
@@ -58,3 +60,41 @@ def test_no_hosts_configured():
 def test_normalise_host():
     assert normalise_host("gpu-box:11434/") == "http://gpu-box:11434"
     assert normalise_host(" https://x ") == "https://x"
+
+
+def _pick_from_threads(hosts, n):
+    """``pick_ollama_host(hosts)`` from ``n`` threads released at once: [(host | error)]."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    start = threading.Barrier(n)
+
+    def pick(_):
+        start.wait()
+        try:
+            return pick_ollama_host(hosts)
+        except ModelServerUnavailable as exc:
+            return exc
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(pick, range(n)))
+
+
+def test_a_burst_of_requests_probes_a_busy_host_once(model_server):
+    # Turns arriving together in one worker used to probe /api/tags once each; on a busy host
+    # some of those probes missed their timeout and the turn failed as "unavailable".
+    model_server.tags_delay = 0.3
+    picks = _pick_from_threads([model_server.base_url], 12)
+    assert picks == [model_server.base_url] * 12
+    assert len(model_server.requests_to("/api/tags")) == 1
+
+
+def test_a_burst_shares_one_failed_probe(model_server):
+    model_server.healthy = False
+    model_server.tags_delay = 0.3
+    picks = _pick_from_threads([model_server.base_url], 8)
+    assert all(isinstance(p, ModelServerUnavailable) and "HTTP 503" in str(p) for p in picks)
+    assert len(model_server.requests_to("/api/tags")) == 1
+    # a failure is not remembered: the next request probes again
+    model_server.healthy = True
+    assert pick_ollama_host([model_server.base_url]) == model_server.base_url
+    assert len(model_server.requests_to("/api/tags")) == 2

@@ -61,6 +61,7 @@ Knobs (plain attributes; set them before the request, they are read per request)
   ``known_models: set[str] | None`` when set, other model names get Ollama's 404
                                     ``model "x" not found, try pulling it first`` (OpenAI: 404 error object)
   ``healthy: bool``                 False → /api/tags and /v1/models answer 503
+  ``tags_delay: float``             seconds /api/tags waits before answering (a busy host), default 0
   ``disabled_paths: set[str]``      paths answering 404 ``404 page not found`` (e.g. {"/api/embed"}
                                     for an old Ollama that only has /api/embeddings)
   ``api_key: str | None``           when set, /v1/* requires ``Authorization: Bearer <api_key>`` (else 401)
@@ -170,6 +171,7 @@ _DEFAULTS: dict[str, Any] = {
     "models": lambda: ["nomic-embed-text", "all-minilm", "qwen2.5:3b", "m"],
     "known_models": None,
     "healthy": True,
+    "tags_delay": 0.0,
     "disabled_paths": set,
     "api_key": None,
     "nan_marker": "NaN!",
@@ -428,6 +430,8 @@ class _Handler(BaseHTTPRequestHandler):
     # -- Ollama --------------------------------------------------------------------------------
     def api_tags(self, _body) -> None:
         srv = self.model_server
+        if srv.tags_delay:
+            time.sleep(srv.tags_delay)
         if not srv.healthy:
             self._send(503, {"error": "server busy"})
             return
