@@ -15,12 +15,18 @@ bounded three ways:
 * ``loads`` parses JSON strictly: nesting too deep for the parser (RecursionError), NaN,
   Infinity and numbers too large for a float are a ValueError, like any malformed answer.
 
+A ``cancellable()`` scope lets another thread end every exchange the scope's thread has open
+(a stopped turn): their sockets are shut down as a deadline would, and ``Cancelled`` follows.
+The server sees its connection close, which is how Ollama and OpenAI-compatible servers learn
+to stop generating.
+
 Every request says ``Connection: close``. A fresh connection is what lets the watchdog hold the
 socket before the first byte of the answer (httpcore's ``trace`` extension reports it as the
 connection is made), so trickled headers are cut as well as a trickled body. The cost is one
 connection per request, small next to a model's work.
 
-Errors: ``BoundedReadError`` (``DeadlineExceeded``, ``BodyTooLarge``, ``UnsupportedEncoding``)
+Errors: ``BoundedReadError`` (``DeadlineExceeded``, ``Cancelled``, ``BodyTooLarge``,
+``UnsupportedEncoding``)
 for a broken bound; httpx's own exceptions for everything else (refused connection, a silence
 longer than the client's read timeout, a broken stream). Neither kind is raised by ``send``
 for an error status: callers look at ``status_code``.
@@ -35,6 +41,7 @@ import threading
 import time
 import zlib
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -52,6 +59,10 @@ class BoundedReadError(Exception):
 
 class DeadlineExceeded(BoundedReadError):
     """The answer (or its next line) was not complete when the deadline passed."""
+
+
+class Cancelled(BoundedReadError):
+    """The exchange was cancelled from another thread (``CancelScope.cancel``)."""
 
 
 class BodyTooLarge(BoundedReadError):
@@ -73,6 +84,8 @@ class _Watchdog:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.fired = False
+        self.cancelled = False
+        self.scope: CancelScope | None = None
         self._deadline_at = time.monotonic() + seconds
         self._sock: socket.socket | None = None
         self._done = False
@@ -101,6 +114,22 @@ class _Watchdog:
         with self._cond:
             self._done = True
             self._cond.notify()
+        if self.scope is not None:
+            self.scope.leave(self)
+
+    def cancel(self) -> None:
+        """Fire now: shut the socket down (or as soon as it arrives) and end the thread."""
+        with self._cond:
+            self.cancelled = self.fired = True
+            self._shut()
+            self._done = True
+            self._cond.notify()
+
+    def error(self) -> BoundedReadError:
+        """What a read cut short by this watchdog raises."""
+        if self.cancelled:
+            return Cancelled("cancelled")
+        return DeadlineExceeded(f"no complete answer within {self.seconds:g} s")
 
     def _run(self) -> None:
         with self._cond:
@@ -193,21 +222,18 @@ class BoundedResponse:
         """Give the rest of the answer (or its next part) ``seconds`` from now."""
         self._watchdog.extend(seconds)
 
-    def _deadline(self) -> DeadlineExceeded:
-        return DeadlineExceeded(f"no complete answer within {self._watchdog.seconds:g} s")
-
     def _raw(self) -> Iterator[bytes]:
         try:
             for data in self._response.iter_raw():
                 if self._watchdog.fired:
-                    raise self._deadline()
+                    raise self._watchdog.error()
                 yield data
         except httpx.HTTPError:
             if self._watchdog.fired:
-                raise self._deadline() from None
+                raise self._watchdog.error() from None
             raise
         if self._watchdog.fired:  # a body ended by closing the connection ends early too
-            raise self._deadline()
+            raise self._watchdog.error()
 
     def iter_bytes(self) -> Iterator[bytes]:
         """The decoded body in pieces (of at most PIECE bytes when it was compressed).
@@ -222,7 +248,7 @@ class BoundedResponse:
                 if self._decoded > self.max_bytes:
                     raise BodyTooLarge(f"answer larger than {self.max_bytes} bytes")
                 if self._watchdog.fired:
-                    raise self._deadline()
+                    raise self._watchdog.error()
                 yield piece
             if inflate is not None and inflate.done:
                 return  # what follows the compressed stream is not the body
@@ -254,6 +280,51 @@ class BoundedResponse:
         return b"".join(chunks)[:limit].decode("utf-8", "replace")
 
 
+class CancelScope:
+    """The exchanges a thread has open while inside ``cancellable()``; ``cancel`` may be called
+    from any thread, once or more, and also ends exchanges the scope's thread starts later."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        self._lock = threading.Lock()
+        self._open: set[_Watchdog] = set()
+
+    def join(self, watchdog: _Watchdog) -> None:
+        with self._lock:
+            watchdog.scope = self
+            self._open.add(watchdog)
+            cancelled = self.cancelled
+        if cancelled:
+            watchdog.cancel()
+
+    def leave(self, watchdog: _Watchdog) -> None:
+        with self._lock:
+            self._open.discard(watchdog)
+
+    def cancel(self) -> None:
+        """Shut down every open exchange of the scope; their reads raise ``Cancelled``."""
+        with self._lock:
+            self.cancelled = True
+            open_now = list(self._open)
+        for watchdog in open_now:
+            watchdog.cancel()
+
+
+_scope: ContextVar[CancelScope | None] = ContextVar("bounded_http_cancel_scope", default=None)
+
+
+@contextmanager
+def cancellable(scope: CancelScope | None = None) -> Iterator[CancelScope]:
+    """``scope`` (a new one by default) holds the exchanges this thread (this context) starts
+    inside the ``with``."""
+    scope = scope or CancelScope()
+    token = _scope.set(scope)
+    try:
+        yield scope
+    finally:
+        _scope.reset(token)
+
+
 def _capped_timeout(timeout: httpx.Timeout, deadline: float) -> httpx.Timeout:
     def cap(value: float | None) -> float:
         return deadline if value is None else min(value, deadline)
@@ -278,6 +349,9 @@ def send(client: httpx.Client, method: str, url: str, *, deadline: float, max_by
     when the server cannot be reached or breaks off.
     """
     watchdog = _Watchdog(deadline)
+    scope = _scope.get()
+    if scope is not None:
+        scope.join(watchdog)
     sent = {**(headers or {}), "Connection": "close", "Accept-Encoding": ACCEPT_ENCODING}
     try:
         built = client.build_request(method, url, headers=sent,
@@ -286,6 +360,8 @@ def send(client: httpx.Client, method: str, url: str, *, deadline: float, max_by
         response = client.send(built, stream=True)
     except httpx.HTTPError:
         watchdog.stop()
+        if watchdog.cancelled:
+            raise Cancelled("cancelled") from None
         if watchdog.fired:
             raise DeadlineExceeded(f"no answer within {deadline:g} s") from None
         raise

@@ -261,6 +261,36 @@ def test_a_stop_requested_through_another_process_reaches_the_runner(tmp_path):
     assert partial == "".join(json.loads(e[2])["text"] for e in events if e[1] == "content")
 
 
+def test_a_stop_closes_the_model_connection_at_once(tmp_path, model):
+    """A model still working on its first token (a long prompt on a small machine) used to
+    keep its connection, and its work, until that token came: a stop now shuts it down."""
+    from varaverk.answering.answer import TurnEvent
+    from varaverk.answering.generation.ollama import OllamaChatClient
+    from varaverk.answering.turn_runner import TurnRunner
+
+    model.script(content=SLOW)
+    model.delta_delay = 8.0
+    runner = TurnRunner(TurnLog(tmp_path / "turns.sqlite"), poll_seconds=0.05)
+    client = OllamaChatClient([model.base_url], "m", timeout=30.0)
+
+    def events():
+        for event in client.stream([{"role": "user", "content": "tell me slowly"}]):
+            if event.type == "content":
+                yield TurnEvent("content", {"text": event.text})
+        yield TurnEvent("done", {"answer": "never"})
+
+    turn_id = runner.turn_log.begin(None, 4, {"question": "q"})
+    thread = runner.start(turn_id, events(), lambda kind, data: [])
+    deadline = time.monotonic() + 10
+    while not model.requests_to("/api/chat") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # the request is in, the model is "thinking"
+    assert runner.stop_here(turn_id)
+    thread.join(timeout=3)
+    assert not thread.is_alive()
+    assert runner.turn_log.read(turn_id)[0] == "stopped"
+
+
 def test_the_turn_log_is_private_and_a_token_guards_every_turn_route(settings, model):
     token = "turns-token-123"
     app = create_app(settings.replace(ai_dock_token=token))

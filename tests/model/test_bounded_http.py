@@ -112,6 +112,50 @@ def test_no_watchdog_is_left_behind():
     assert threading.active_count() <= before + 1  # the server's own accept thread at most
 
 
+def _silent_for(seconds: float):
+    """A handler that sends its headers, then nothing for ``seconds`` (a model thinking)."""
+    def handler(conn, _request):
+        conn.sendall(hs.head(200, "text/plain"))
+        time.sleep(seconds)
+    return handler
+
+
+def test_a_cancelled_scope_ends_its_thread_s_reads_at_once():
+    with hs.HostileServer({"/think": _silent_for(10), "/wait": _silent_for(10)}) \
+            as server, httpx.Client() as client:
+        outcomes: dict[str, object] = {}
+        scope = bounded_http.CancelScope()
+        in_body = threading.Event()
+
+        def reader():
+            with bounded_http.cancellable(scope):
+                try:
+                    with bounded_http.stream(client, "GET", server.base_url + "/think",
+                                             deadline=30, max_bytes=100) as response:
+                        in_body.set()
+                        response.read()
+                except bounded_http.BoundedReadError as exc:
+                    outcomes["body"] = exc
+                try:  # started after the cancel: ended before it waits on anything
+                    bounded_http.fetch(client, "GET", server.base_url + "/wait", deadline=30,
+                                       max_bytes=100)
+                except bounded_http.BoundedReadError as exc:
+                    outcomes["later"] = exc
+
+        thread = threading.Thread(target=reader)
+        thread.start()
+        assert in_body.wait(10)
+        time.sleep(0.2)
+        scope.cancel()
+        thread.join(timeout=5)
+        assert not thread.is_alive()
+        assert isinstance(outcomes["body"], bounded_http.Cancelled)
+        assert isinstance(outcomes["later"], bounded_http.Cancelled)
+        # exchanges outside the scope are not touched by it
+        assert bounded_http.fetch(client, "GET", server.base_url + "/x", deadline=5,
+                                  max_bytes=100).status_code == 404
+
+
 def test_an_unreachable_server_is_httpx_s_error():
     with httpx.Client() as client, pytest.raises(httpx.ConnectError):
         bounded_http.fetch(client, "GET", "http://127.0.0.1:9/x", deadline=5, max_bytes=10)

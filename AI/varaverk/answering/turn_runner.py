@@ -8,8 +8,9 @@ a tab served by another worker) and refreshes their heartbeat every ``HEARTBEAT_
 
 A stop finishes the turn at once, whatever the model is doing: the watcher writes the
 ``stopped`` event (the partial answer and reasoning so far) and whatever the ``finish`` hook
-adds (the dock's ``saved``); the turn's thread notices at its next event and closes the model
-stream. Exactly one terminal event (``done``, ``error`` or ``stopped``) is written per turn:
+adds (the dock's ``saved``), then shuts down the model connections the turn's thread has open
+(``bounded_http.cancellable``): the model server sees the connection close and stops generating,
+even before its first token, and the turn's thread ends. Exactly one terminal event (``done``, ``error`` or ``stopped``) is written per turn:
 writing is serialised per turn, and nothing is written after it.
 
 The ``finish`` hook is the caller's: ``finish(kind, data) -> list[(type, data)]`` for ``kind``
@@ -26,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+from varaverk import bounded_http
 from varaverk.answering.turn_log import TurnLog
 
 log = logging.getLogger("varaverk.answering.turns")
@@ -47,6 +49,8 @@ class _LiveTurn:
     profile: str | None = None
     finished: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # the turn's open model connections, shut down when the turn ends from another thread
+    connections: bounded_http.CancelScope = field(default_factory=bounded_http.CancelScope)
 
 
 class TurnRunner:
@@ -88,13 +92,17 @@ class TurnRunner:
 
     def _run(self, live: _LiveTurn, events: Iterator) -> None:
         try:
-            for event in events:
-                if not self._take(live, event.type, dict(event.data)):
-                    break
-            else:
-                self._end(live, "error", {"message": "the turn ended without a result",
-                                          "kind": "failure"})
+            with bounded_http.cancellable(live.connections):
+                for event in events:
+                    if not self._take(live, event.type, dict(event.data)):
+                        break
+                else:
+                    self._end(live, "error", {"message": "the turn ended without a result",
+                                              "kind": "failure"})
         except Exception as exc:  # a bug or an unexpected failure: the turn still ends
+            if live.finished:  # stopped meanwhile: its cancelled connection broke the stream
+                log.info("turn %s: its stream ended after the stop (%s)", live.turn_id, exc)
+                return
             log.exception("turn %s failed", live.turn_id)
             self._end(live, "error", {"message": f"the turn failed: {type(exc).__name__}: "
                                                  f"{exc}", "kind": "failure"})
@@ -148,6 +156,7 @@ class TurnRunner:
                                                      [(kind, data), *extra], status=kind)
             except Exception:
                 log.exception("turn %s: the %s event could not be written", live.turn_id, kind)
+        live.connections.cancel()  # a no-op for a turn that ended on its own thread
 
     # ── the watcher ────────────────────────────────────────────────────────────────────────
 
