@@ -112,6 +112,8 @@
 #     Summarise every indexed file that lacks a current summary (AI_SUMMARIES), one file per
 #     transaction, within AI_SUMMARY_SECONDS; killed or stopped, the next run goes on where
 #     this one was. An unchanged file is never summarised twice; another model remakes all.
+#     With AI_SUMMARIES=model each request's tokens are a row of this host's token ledger
+#     (profile summary, source ai-index).
 #   --status
 #     Show the index size, files and chunks per kind, skipped files with reasons, the
 #     embedding backend, model and dimension, the last build and whether the index is behind

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.memory.conftest import NAS_TALK
+from varaverk.ledger.storage import read_rows
 from varaverk.memory.digest import DIGEST_SCHEMA, DigestInvalid, extractive_digest, parse_digest
 from varaverk.memory.host_memory import MAX_ATTEMPTS, HostMemory
 from varaverk.memory.triplets import Turn
@@ -67,6 +68,8 @@ def test_the_model_digest_is_schema_constrained_and_stored(memory_settings, mode
     [sent] = model_server.requests_to("/api/chat")
     assert sent.json["format"] == DIGEST_SCHEMA and sent.json["model"] == "digester"
     assert "Exchange:\n<<<" in sent.json["messages"][1]["content"]
+    [spent], _ = read_rows(settings.token_db_path)  # the digest's tokens are this host's too
+    assert (spent.profile, spent.source, spent.completion_tokens) == ("memory", "digest", 1)
 
 
 def test_the_openai_protocol_sends_the_schema_as_response_format(memory_settings, model_server):

@@ -8,10 +8,12 @@ from __future__ import annotations
 import subprocess
 
 from tests.index.conftest import cli_env
+from tests.support.model_server import WORD
 from tests.summaries.test_summaries_in_answers import QUESTION
 from tests.summaries.test_summary_pass import QUERY
 from varaverk.answering.answer import TurnRequest, run_turn
 from varaverk.answering.query_focused_summary import SYSTEM, summarise_for_question
+from varaverk.ledger.storage import read_rows
 from varaverk.answering.summary_context import (QUESTION_SUMMARIES_HEADING, SUMMARIES_HEADING,
                                                 question_section)
 from varaverk.summaries.summary_pass import summarise
@@ -69,6 +71,44 @@ def test_later_documents_go_as_summaries_made_for_the_question(indexed, model_se
     model_server.script(content=REPLY)
     _turn(settings)
     assert len(_summary_requests(model_server)) == 1
+
+
+def _prompt_tokens_sent(model_server) -> int:
+    """The prompt tokens the test server reported over all its chat requests."""
+    total = 0
+    for r in model_server.requests_to("/api/chat"):
+        words = sum(len(WORD.findall(m["content"])) for m in r.json["messages"])
+        total += min(words, r.json["options"]["num_ctx"])
+    return total
+
+
+def test_the_answer_s_ledger_row_counts_the_summaries_made_for_it(indexed, model_server,
+                                                                   tmp_path):
+    # They used to be left out: with AI_SUMMARIES=query an ask can cost several times its
+    # answer's own turn.
+    settings = _query_settings(indexed, ai_query_summary_docs=2)
+    model_server.script(content=REPLY)
+    ledger = tmp_path / "tokens.db"
+    events = list(run_turn(TurnRequest("varaverk", QUESTION, k=8), settings,
+                           ledger_path=ledger, host="h1"))
+    assert events[-1].type == "done"
+    turns = len(model_server.requests_to("/api/chat"))
+    assert turns == 1 + len(_summary_requests(model_server)) == 3
+    [row], problems = read_rows(ledger)
+    assert problems == [] and (row.host, row.profile, row.source) == ("h1", "varaverk", "cli")
+    assert row.completion_tokens == turns * len(REPLY)
+    assert row.prompt_tokens == _prompt_tokens_sent(model_server)
+    assert row.tok_s == 20.0  # the answer's own speed
+
+
+def test_an_unreported_count_leaves_the_ask_s_total_unknown(indexed, model_server, tmp_path):
+    model_server.script(content=REPLY)
+    model_server.omit_prompt_eval_count = True
+    ledger = tmp_path / "tokens.db"
+    list(run_turn(TurnRequest("varaverk", QUESTION, k=8), _query_settings(indexed),
+                  ledger_path=ledger, host="h1"))
+    [row], _ = read_rows(ledger)
+    assert row.prompt_tokens is None and row.completion_tokens == 2 * len(REPLY)
 
 
 def test_a_failing_summariser_falls_back_to_the_stored_summary(indexed, model_server):

@@ -17,6 +17,7 @@ from varaverk import exitcodes
 from varaverk.config import Settings
 from varaverk.index.refresh import refresh
 from varaverk.index.store.index import Index
+from varaverk.ledger.storage import read_rows
 from varaverk.summaries.refine import PART_CHARS, parts
 from varaverk.summaries.summary_pass import summarise, summary_status
 
@@ -71,6 +72,12 @@ def test_model_summaries_refine_a_long_file_and_a_model_change_remakes_them(
     assert len(refine) == n_parts
     assert "The mover summary." in refine[1] and "next part" in refine[1]
     assert stored.text == "Mover manual\nThe mover summary." and stored.model == "ollama/m"
+    # Each request is a ledger row of this host's, named for the work
+    rows, _ = read_rows(settings.token_db_path)
+    assert len(rows) == len(_chats(model_server))
+    assert {(r.host, r.profile, r.source) for r in rows} == {
+        (settings.ai_host_name, "summary", "ai-index")}
+    assert all(r.completion_tokens == 3 for r in rows)
     # The same model again: nothing asked. Another model: every summary is stale, remade.
     model_server.reset()
     assert summarise(settings).made == 0 and not _chats(model_server)

@@ -40,8 +40,7 @@ from varaverk.answering.query_focused_summary import (fallback_summaries, matche
 from varaverk.answering.summary_context import later_documents, question_section, summary_block
 from varaverk.config import ConfigError
 from varaverk.errors import VaraverkError, exit_code_for_kind
-from varaverk.ledger.rows import row_from_completion
-from varaverk.ledger.storage import append_row
+from varaverk.ledger.recording import RecordingChatClient, TokenTally, recorder
 from varaverk.named_sources import names_of_types
 from varaverk.retrieval.context import format_context
 from varaverk.retrieval.hits import citations
@@ -157,6 +156,7 @@ class _Turn:
     confident: bool = False
     evidence: list[str] = field(default_factory=list)
     memory: Remembered = field(default_factory=Remembered)
+    work: TokenTally = field(default_factory=TokenTally)  # model turns made for the answer
 
     @property
     def answers_from_docs(self) -> bool:
@@ -271,8 +271,8 @@ def _retrieve(turn: _Turn) -> None:
     request = turn.request
     try:
         rewrite_client = None
-        if request.history and looks_dependent(request.question):
-            rewrite_client = _chat_client(turn)
+        if request.history and looks_dependent(request.question) and _chat_client(turn):
+            rewrite_client = RecordingChatClient(_chat_client(turn), turn.work.add)
         turn.query = standalone_query(request.question, request.history, rewrite_client)
         k = request.k or getattr(turn.settings, "ai_top_k", 5) or 5
         turn.hits = turn.retriever.search(turn.query, k, kind=request.kind,
@@ -413,7 +413,8 @@ def _question_summaries(turn: _Turn, later: list[str], budget: int) -> tuple[str
     def client_for(seconds: float):
         from varaverk.answering.generation.chat_client import make_chat_client
         timeout = min(seconds, settings.ai_http_timeout)
-        return make_chat_client(settings.replace(ai_http_timeout=timeout))
+        return RecordingChatClient(make_chat_client(settings.replace(ai_http_timeout=timeout)),
+                                   turn.work.add)
 
     made = summarise_for_question(
         turn.query, [(p, matched_chunks(turn.hits, p)) for p in later], client_for,
@@ -463,18 +464,16 @@ def _scan(turn: _Turn, completion) -> Iterator[TurnEvent]:
 
 
 def _record(turn: _Turn, completion, ledger_path, host: str | None) -> None:
-    """Step record: one ledger row; a row that cannot be written is a warning, not a loss."""
+    """Step record: one ledger row for the whole ask (the answer's turn and those made for it:
+    rewrite, question summaries); a row that cannot be written is a warning, not a loss."""
     if not ledger_path:
         return
     settings, request = turn.settings, turn.request
-    try:
-        row = row_from_completion(completion, host or settings.ai_host_name,
-                                  turn.profile.name, request.source)
-        # The dock prunes its ledger; the CLI never does (a shell user's file is theirs).
-        retain = None if request.source == "cli" else settings.ai_token_retain_rows
-        append_row(ledger_path, row, retain_rows=retain)
-    except Exception as exc:
-        log.warning("ledger row not written to %s: %s", ledger_path, exc)
+    # The dock prunes its ledger; the CLI never does (a shell user's file is theirs).
+    retain = None if request.source == "cli" else settings.ai_token_retain_rows
+    record = recorder(ledger_path, host or settings.ai_host_name, turn.profile.name,
+                      request.source, retain_rows=retain)
+    record(turn.work.with_work(completion))
 
 
 def _chat_client(turn: _Turn):

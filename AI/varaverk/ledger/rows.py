@@ -1,4 +1,5 @@
-"""A ledger row and its line format: one pipe-delimited line per completed ask, UTF-8.
+"""A ledger row and its line format: one pipe-delimited line per completed ask (with the model
+turns made for it), or per model turn of background work (``varaverk.ledger.recording``), UTF-8.
 
 Row format (8 fields, 7 ``|`` separators, one line each)::
 

@@ -83,8 +83,11 @@ class HostMemory:
     def _chat_client(self):
         if self._client is None:
             from varaverk.answering.generation.chat_client import make_chat_client
+            from varaverk.ledger.recording import recording_work
             model = self.settings.ai_memory_model.strip() or self.settings.ai_gen_model
-            self._client = make_chat_client(self.settings.replace(ai_gen_model=model))
+            self._client = recording_work(
+                make_chat_client(self.settings.replace(ai_gen_model=model)), self.settings,
+                "memory", "digest")
         return self._client
 
     def _digest(self, turns: list[Turn]) -> tuple[Digest, str, str]:

@@ -85,9 +85,10 @@ def make_summariser(settings) -> Summariser:
     if settings.ai_summaries != "model":
         return extractive_summary
     from varaverk.answering.generation.chat_client import make_chat_client
+    from varaverk.ledger.recording import recording_work
     from varaverk.summaries.refine import model_summary
 
-    client = make_chat_client(settings)
+    client = recording_work(make_chat_client(settings), settings, "summary", "ai-index")
     return lambda chunks: model_summary(chunks, client)
 
 
