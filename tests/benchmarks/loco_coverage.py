@@ -1,6 +1,6 @@
 """Leave-one-corpus-out calibration of the "not covered" rule, from ``ai-eval --json`` output.
 
-    python -m tests.benchmarks.loco_coverage EVAL.json [--cost 0,0.05,...]
+    python -m tests.benchmarks.loco_coverage EVAL.json [--no-score] [--no-margin] [--closest N]
 
 The rule's constants (``AI_MIN_SCORE``, the coverage margin ``AI_MIN_MARGIN`` and the cost of
 missed words) are fitted on every corpus but one and tested on the one left out, each corpus in
@@ -10,7 +10,12 @@ answerable question costs a user an answer the documentation holds, while an una
 question the rule lets through still meets a prompt that answers only from the context. Ties
 go to the lower missed-words cost. Prints per fold the fitted constants and the held-out
 corpus's refused answerable and caught unanswerable questions, then the pooled held-out totals
-and the fit on all corpora (the constants to ship).
+and the fit on all corpora (the constants to ship). Each fold also says how near the held-out
+corpus's answerable questions sit to the fitted threshold (``headroom``: the smallest value
+minus the threshold, and how many lie within ``NEAR`` of it): a fit that refuses none but
+has answerable questions just above it would not carry to a corpus worded a little otherwise.
+``--closest N`` prints the unanswerable questions the fit on all lets through beside the N
+answerable questions nearest to its threshold, with what the rule saw of each.
 
 What the rule saw per question comes from the JSON's ``signals`` (``evaluation.
 coverage_signals``): a question with an unknown name, or decided by a title match or an alias
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_COSTS = tuple(round(0.05 * i, 2) for i in range(7))
+NEAR = (0.02, 0.05)     # cosine units: the headroom bands counted per fold
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,8 @@ class Row:
     margin: float | None
     missed_share: float
     fixed: bool | None
+    qid: str = ""
+    query: str = ""
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,8 @@ def rows_of(result: dict) -> list[Row]:
             elif s.get("unknown"):
                 fixed = False
             out.append(Row(corpus, q["answerable"], s.get("best"), s.get("margin"),
-                           s.get("missed_share") or 0.0, fixed))
+                           s.get("missed_share") or 0.0, fixed, q.get("id", ""),
+                           q.get("query", "")))
     return out
 
 
@@ -136,6 +145,45 @@ def refused(rows: list[Row], f: Fit) -> int:
     return sum(1 for r in rows if r.answerable and not f.answered(r))
 
 
+def headroom(row: Row, f: Fit) -> float | None:
+    """How far ``row`` sits above the refusal of ``f`` (cosine units; negative: refused): the
+    smallest of ``best − min_score`` and ``margin − cost × missed_share − min_margin`` over
+    the tests ``f`` has on; None when a rule without constants decides or no test applies."""
+    if row.fixed is not None:
+        return None
+    room = []
+    if f.min_score is not None and row.best is not None:
+        room.append(row.best - f.min_score)
+    if f.min_margin is not None and row.margin is not None:
+        room.append(row.margin - f.cost * row.missed_share - f.min_margin)
+    return min(room) if room else None
+
+
+def near(rows: list[Row], f: Fit) -> str:
+    """The answerable ``rows``' headroom under ``f``: the smallest, and how many lie within
+    each ``NEAR`` band of the threshold (refused ones included)."""
+    rooms = [h for r in rows if r.answerable for h in [headroom(r, f)] if h is not None]
+    if not rooms:
+        return "headroom -"
+    bands = " ".join(f"<{b:g}: {sum(1 for h in rooms if h < b)}" for b in NEAR)
+    return f"headroom min {min(rooms):+.4f} {bands}"
+
+
+def closest(rows: list[Row], f: Fit, n: int) -> list[str]:
+    """The unanswerable ``rows`` ``f`` lets through and then the ``n`` answerable ones nearest
+    its threshold, lowest headroom first, one line each with what the rule saw."""
+    def line(r: Row, h: float) -> str:
+        margin = "-" if r.margin is None else f"{r.margin:.4f}"
+        return (f"  {r.corpus:10s} {r.qid:6s} headroom {h:+.4f} best {r.best} margin "
+                f"{margin} missed {r.missed_share:.3f} | {r.query[:70]}")
+    ranked = [(h, r) for r in rows for h in [headroom(r, f)] if h is not None]
+    ranked.sort(key=lambda hr: hr[0])
+    let = [line(r, h) for h, r in ranked if not r.answerable and f.answered(r)]
+    near_ans = [line(r, h) for h, r in ranked if r.answerable][:n]
+    return (["unanswerable let through:"] + let
+            + [f"answerable nearest the threshold ({len(near_ans)}):"] + near_ans)
+
+
 def _fmt(x: float | None) -> str:
     return "off" if x is None else f"{x:.4f}"
 
@@ -155,11 +203,12 @@ def loco(rows: list[Row], **kw) -> list[str]:
         ok = "ok" if rf <= allowed(na) else "OVER"
         lines.append(f"held out {held:10s} min_score {_fmt(f.min_score)} min_margin "
                      f"{_fmt(f.min_margin)} cost {f.cost:.2f} | refused {rf}/{na} {ok} "
-                     f"caught {ct}/{nu}")
+                     f"caught {ct}/{nu} | {near(test, f)}")
     lines.append(f"held-out pooled: refused {tot[0]}/{tot[1]} caught {tot[2]}/{tot[3]}")
     f = fit(rows, **kw)
     lines.append(f"fit on all: min_score {_fmt(f.min_score)} min_margin {_fmt(f.min_margin)} "
-                 f"cost {f.cost:.2f} | refused {refused(rows, f)} caught {caught(rows, f)}")
+                 f"cost {f.cost:.2f} | refused {refused(rows, f)} caught {caught(rows, f)} | "
+                 f"{near(rows, f)}")
     return lines
 
 
@@ -168,10 +217,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("json", help="ai-eval --json output")
     p.add_argument("--no-score", action="store_true", help="leave the min_score test off")
     p.add_argument("--no-margin", action="store_true", help="leave the margin test off")
+    p.add_argument("--closest", type=int, default=0, metavar="N",
+                   help="list what the fit on all lets through beside the N answerable "
+                        "questions nearest its threshold")
     args = p.parse_args(argv)
     rows = rows_of(json.loads(Path(args.json).read_text()))
-    for line in loco(rows, use_score=not args.no_score, use_margin=not args.no_margin):
+    kw = {"use_score": not args.no_score, "use_margin": not args.no_margin}
+    for line in loco(rows, **kw):
         print(line)
+    if args.closest > 0:
+        for line in closest(rows, fit(rows, **kw), args.closest):
+            print(line)
     return 0
 
 
