@@ -29,10 +29,12 @@ def _loaded(settings, code: str, unwanted: tuple[str, ...]) -> str:
 
 def test_a_no_op_refresh_loads_only_what_a_no_op_needs(tmp_path, model_server):
     """No dataclasses (nor inspect, which they import), no json, no numpy, not the locked
-    pass, not the question words' patterns, not the embedder."""
+    pass, not the reading side (only a racy file is read), not the question words' patterns,
+    not the embedder."""
     settings = make_settings(make_repo(tmp_path / "r", DOCS), tmp_path, model_server)
     assert refresh(settings, progress=False).wrote
     unwanted = ("dataclasses", "inspect", "json", "numpy", "varaverk.index.locked_pass",
+                "varaverk.index.prepare", "varaverk.documents.guard", "contextvars",
                 "varaverk.text", "varaverk.embedding")
     code = "from varaverk_tools.ai_index import main\nrc = main(['-q'])"
     assert _loaded(settings, code, unwanted) == "0 []"
