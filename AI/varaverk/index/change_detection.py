@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from varaverk.index.classify import VERDICTS_META, Entry, Listed, heads_moved
+from varaverk.index.fingerprint import RACY_SLACK_NS
 from varaverk.index.store.compatibility import (CHUNK_CONTEXT_META, chunk_context,
                                                 names_other_embedder)
 from varaverk.index.store.records import UNKNOWN_STAT, FileState, stat_key
@@ -23,8 +24,7 @@ from varaverk.index.store.records import UNKNOWN_STAT, FileState, stat_key
 # Git's racy-timestamp rule: a file whose stored mtime is not older than the start of the run
 # that stored it may have been written again within the same clock tick, or had its mtime put
 # back (touch -r, sync tools, a checkout), so its stat proves nothing and it is re-hashed. The
-# slack covers file times coming from a coarse kernel clock, up to a tick behind ours.
-RACY_SLACK_NS = 10_000_000
+# slack (RACY_SLACK_NS) covers file times coming from a coarse kernel clock.
 
 
 def racy_since(meta: dict) -> int | None:
