@@ -121,3 +121,15 @@ def test_a_warning_about_the_settings_is_printed_as_the_full_path_prints_it(lab)
     assert out.stderr.startswith("ai-index: warning: AI_TOPK (in the environment) is not a "
                                  "Varaverk setting and is ignored; did you mean AI_TOP_K?")
     assert "index up to date" in out.stderr
+
+
+@pytest.mark.parametrize("args, plain", [
+    ([], (False, None)), (["-q"], (True, None)), (["--quiet", "--config", "a.conf"],
+                                                  (True, "a.conf")),
+    (["--config=a.conf"], (False, "a.conf")), (["-v"], None), (["--force"], None),
+    (["--config"], None), (["--config", "-q"], None), (["--config="], None), (["-qv"], None),
+    (["--status"], None), (["extra"], None)])
+def test_only_a_plain_refresh_command_line_tries_the_shortcut(args, plain):
+    from varaverk_tools.ai_index import _plain_refresh
+
+    assert _plain_refresh(args) == plain
