@@ -18,12 +18,11 @@ holding ``$VAR`` is warned about (the conf is parsed literally, never expanded).
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import sys
 from pathlib import Path
-from typing import Mapping, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 from varaverk import exitcodes
 from varaverk.errors import VaraverkError
@@ -124,8 +123,6 @@ RANGES: dict[str, tuple[float, float]] = {
 OTHER_KNOWN_KEYS = frozenset({"AI_CONFIG"})
 # $NAME, ${NAME} or $( in a conf value: written for a shell, which never sees the conf.
 _SHELL_VARIABLE = r"\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*|\()"
-
-log = logging.getLogger("varaverk.config")
 
 
 def check_embed_model(backend: str, model: str) -> None:
@@ -365,14 +362,26 @@ def add_config_option(parser) -> None:
                         "$AI_CONFIG, else Configurations/master.conf of the repository)")
 
 
+def log_warning(message: str) -> None:
+    """Log ``message`` as a warning of ``varaverk.config`` (``load_settings``' default ``warn``).
+    logging is imported here, not at the top: the no-op ``ai-index`` reads the settings
+    without it (``varaverk.index.fingerprint``)."""
+    import logging
+
+    logging.getLogger("varaverk.config").warning("%s", message)
+
+
 def load_settings(config_path: str | os.PathLike | None = None,
-                  environ: Mapping[str, str] | None = None) -> Settings:
+                  environ: Mapping[str, str] | None = None,
+                  warn: Callable[[str], None] = log_warning) -> Settings:
     """Read the conf file (if present) and the environment into ``Settings``.
 
     Args:
         config_path: an explicit conf file (``--config``); it must exist. ``None`` reads
             ``AI_CONFIG`` from the environment, else the default conf, which may be absent.
         environ: the environment to read (default ``os.environ``).
+        warn: called with each warning's text (an unknown ``AI_*`` key, a ``$VAR`` kept
+            literally); by default logged (``log_warning``).
 
     Relative paths in values resolve against the repository root. Raises ConfigError for a
     missing explicit conf, an unreadable file or a value of the wrong type, naming the key.
@@ -392,12 +401,12 @@ def load_settings(config_path: str | os.PathLike | None = None,
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read config file {path}: {exc}") from None
         from_file = {k: v for k, v in parsed.items() if k.startswith("AI_") and v is not None}
-        _warn_shell_variables(from_file, path)
+        _warn_shell_variables(from_file, path, warn)
         values.update(from_file)
     values.update({k: v for k, v in env.items() if k.startswith("AI_") and k != "AI_CONFIG"})
 
     fields = {name.upper(): name for name in Settings._fields}
-    _warn_unknown_keys(values, fields, path, env)
+    _warn_unknown_keys(values, fields, path, env, warn)
     repo_raw = values.get("AI_REPO_ROOT", "").strip()
     repo_root = Path(os.path.expanduser(repo_raw)).resolve() if repo_raw else root
     kwargs: dict[str, object] = {"ai_repo_root": repo_root}
@@ -449,7 +458,7 @@ def check_ranges(settings: Settings) -> None:
 
 
 def _warn_unknown_keys(values: Mapping[str, str], fields: Mapping, path: Path,
-                       env: Mapping[str, str]) -> None:
+                       env: Mapping[str, str], warn: Callable[[str], None]) -> None:
     """Warn about AI_* keys that are no setting, with the nearest known name."""
     unknown = sorted(set(values) - set(fields) - OTHER_KNOWN_KEYS)
     if not unknown:
@@ -461,17 +470,18 @@ def _warn_unknown_keys(values: Mapping[str, str], fields: Mapping, path: Path,
         nearest = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
         hint = f"; did you mean {nearest[0]}?" if nearest else ""
         source = "the environment" if key in env else path
-        log.warning("%s (in %s) is not a Varaverk setting and is ignored%s", key, source, hint)
+        warn(f"{key} (in {source}) is not a Varaverk setting and is ignored{hint}")
 
 
-def _warn_shell_variables(values: Mapping[str, str], path: Path) -> None:
+def _warn_shell_variables(values: Mapping[str, str], path: Path,
+                          warn: Callable[[str], None]) -> None:
     """Warn about conf values written as if a shell expanded them (``$HOME/data``)."""
     for key, raw in sorted(values.items()):
         found = re.search(_SHELL_VARIABLE, raw)
         if found:
-            log.warning("%s in %s holds %s, which is kept literally (the conf is not run by a "
-                        "shell, so nothing in it is expanded): write the value out in full",
-                        key, path, found.group(0))
+            warn(f"{key} in {path} holds {found.group(0)}, which is kept literally (the conf "
+                 "is not run by a shell, so nothing in it is expanded): write the value out "
+                 "in full")
 
 
 def load_settings_or_report(program: str, config_path: str | os.PathLike | None = None

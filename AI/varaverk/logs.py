@@ -19,14 +19,13 @@ import sys
 from pathlib import Path
 
 from varaverk.config import SECRET_KEYS, Settings, load_settings
+from varaverk.log_files import rotate_at_start
 from varaverk.terminal import neutralise
 
 # Pass as ``extra=DETAIL`` for per-file lines (a skipped file and its reason): they go to the
 # log file always, to the terminal only with --verbose; the run's summary line counts them.
 DETAIL = {"detail": True}
 
-LOG_MAX_BYTES = 1 << 20
-LOG_BACKUPS = 5
 _OURS = "_varaverk_handler"
 # What the last setup_logging call was given, for record_failure when no log file is open.
 _last: dict[str, object] = {"log_dir": None, "secrets": []}
@@ -184,26 +183,6 @@ def _failure_log_dir(use_default: bool) -> Path | None:
         if raw:
             return Path(os.path.expanduser(raw))
         return Settings().ai_log_dir if use_default else None
-
-
-def rotate_at_start(log_file: Path, max_bytes: int = LOG_MAX_BYTES,
-                    backups: int = LOG_BACKUPS) -> None:
-    """Shift ``log_file`` to ``.1`` (``.1`` to ``.2`` ... dropping ``.<backups>``) when it has
-    grown past ``max_bytes``. A race between two starting processes costs at most one extra
-    shift; a missing file is fine."""
-    try:
-        if log_file.stat().st_size <= max_bytes:
-            return
-    except FileNotFoundError:
-        return
-    for n in range(backups - 1, 0, -1):
-        older = log_file.with_name(f"{log_file.name}.{n}")
-        if older.exists():
-            os.replace(older, log_file.with_name(f"{log_file.name}.{n + 1}"))
-    try:
-        os.replace(log_file, log_file.with_name(f"{log_file.name}.1"))
-    except FileNotFoundError:
-        pass
 
 
 class _NeutralFormatter(logging.Formatter):

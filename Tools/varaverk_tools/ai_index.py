@@ -15,7 +15,9 @@
 #   The run lists the repository with git ls-files -z -s, classifies every path by the
 #   AI_GLOBS_* settings and compares each document with its stored size and mtime. If nothing
 #   moved, HEAD is unchanged and the embedding settings are the same, it stops there without
-#   taking the lock, reading a file or loading the embedder. Otherwise it takes the index
+#   taking the lock, reading a file or loading the embedder, and records the repository's
+#   fingerprint beside the index; a later plain run whose fingerprint is still the same ends
+#   even sooner, with the same log line. Otherwise it takes the index
 #   lock, reads the changed files, hashes them, re-chunks and re-embeds only those whose
 #   content really changed, drops the chunks of deleted and renamed files, and commits the
 #   whole run in one SQLite transaction. --force rebuilds every chunk the same way.
@@ -123,18 +125,19 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+import time
 
-# The indexer, the embedders and json are imported by the step that needs them, so that
-# `--help` and AI_ENABLED=false load only these, and the no-op refresh stays near the cost of
-# git ls-files (tests/benchmarks/bench_refresh.py; README, "Start-up path").
-from varaverk import cli
+# The indexer, the embedders, json, and even argparse and logging (varaverk.cli) are imported
+# by the step that needs them: a refresh whose fingerprint shows nothing changed
+# (_up_to_date) loads none of them, so that it stays near the cost of git ls-files
+# (tests/benchmarks/bench_refresh.py; README, "Start-up path").
 from varaverk import exitcodes
-from varaverk.cli import HelpFormatter
-from varaverk.config import add_config_option, load_settings
-from varaverk.logs import setup_logging
-from varaverk.terminal import human_output
+from varaverk.config import SECRET_KEYS, load_settings
+from varaverk.index.fingerprint import unchanged_summary
+from varaverk.index.report import timed_summary
+from varaverk.log_files import append_line
+from varaverk.terminal import human_output, neutralise
 
 EPILOG = """\
 modes:
@@ -152,8 +155,13 @@ modes:
                        exitcodes.LOCKED, exitcodes.CONFIG, exitcodes.INTERRUPTED)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command line of ai-index."""
+def build_parser():
+    """The command line of ai-index (an ``argparse.ArgumentParser``)."""
+    import argparse
+
+    from varaverk.cli import HelpFormatter
+    from varaverk.config import add_config_option
+
     parser = argparse.ArgumentParser(
         prog="ai-index", formatter_class=HelpFormatter, epilog=EPILOG,
         description="Index the tracked documentation of a git repository for ai-query and the "
@@ -177,10 +185,63 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ai-index; returns the exit code (see ``EPILOG``)."""
+    code = _up_to_date(sys.argv[1:] if argv is None else list(argv))
+    if code is not None:
+        return code
+    from varaverk import cli
+
     return cli.run("ai-index", _main, argv)
 
 
+def _up_to_date(args: list[str]) -> int | None:
+    """A plain refresh (``[-q] [--config PATH]``) whose repository still has the fingerprint
+    recorded when the last full run found nothing to do (``varaverk.index.fingerprint``):
+    the same log line as that run, exit code OK. None: the full path decides and reports
+    (another command line, a warning about the settings, an error of any kind)."""
+    plain = _plain_refresh(args)
+    if plain is None:
+        return None
+    quiet, config = plain
+    started, warnings = time.monotonic(), []
+    try:
+        settings = load_settings(config, warn=warnings.append)
+        head = None if warnings or not settings.ai_enabled else unchanged_summary(settings)
+        if head is None:
+            return None
+        message = timed_summary(head, time.monotonic() - started)
+        append_line(settings.ai_log_dir, "ai-index", "INFO", message,
+                    [getattr(settings, key.lower()) for key in SECRET_KEYS])
+    except KeyboardInterrupt:
+        from varaverk import logs
+        logs.report_error("ai-index", "interrupted (Ctrl-C)")
+        return exitcodes.INTERRUPTED
+    except Exception:  # noqa: BLE001 - the full path meets it again and reports it
+        return None
+    if not quiet:
+        print(f"ai-index: {neutralise(message)}", file=sys.stderr)
+    return exitcodes.OK
+
+
+def _plain_refresh(args: list[str]) -> tuple[bool, str | None] | None:
+    """``(quiet, config path)`` when ``args`` ask for a plain refresh (``-q``/``--quiet``,
+    ``--config PATH``), else None (argparse reads every other command line)."""
+    quiet, config, rest = False, None, list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg in ("-q", "--quiet"):
+            quiet = True
+        elif arg == "--config" and rest and not rest[0].startswith("-"):
+            config = rest.pop(0)
+        elif arg.startswith("--config=") and len(arg) > len("--config="):
+            config = arg.partition("=")[2]
+        else:
+            return None
+    return quiet, config
+
+
 def _main(argv: list[str] | None) -> int:
+    from varaverk.logs import setup_logging
+
     args = build_parser().parse_args(argv)
     settings = load_settings(args.config)
     if args.dry_run or args.status:

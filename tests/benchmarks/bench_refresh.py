@@ -2,7 +2,11 @@
 
 The floor is what any refresh must do at least: start Python (``python -c``), run
 ``git ls-files -z`` and ``lstat`` every tracked path. The no-op refresh adds loading the
-settings, opening the index and comparing stored sizes and mtimes. Target: ≤ 1.25× the floor.
+settings, one SQLite read and the repository's fingerprint (``varaverk.index.fingerprint``,
+recorded by the first, full, warm-up run). Target: ≤ 1.25× the floor. The floor pays for the
+interpreter's ``site`` as installed: an editable install's finder (setuptools) imports pathlib,
+re and urllib.parse there, so run this with a ``pip install .`` interpreter as well to see what
+a user's installation gives.
 
 The index is built first with the fake model server (the backend never matters to a no-op run,
 which never builds an embedder; the server is stopped before timing to prove it). Use

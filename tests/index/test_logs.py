@@ -49,3 +49,22 @@ def test_a_grown_log_is_rotated_when_the_next_run_starts(tmp_path):
     rotate_at_start(small, max_bytes=100)
     assert small.read_bytes() == b"tiny" and not (tmp_path / "small.log.1").exists()
     rotate_at_start(tmp_path / "missing.log")  # no file yet: nothing to do, no error
+
+
+def test_a_line_appended_without_logging_reads_as_a_logged_one(tmp_path):
+    """log_files.append_line (the no-op shortcut's log line) against the same record through
+    setup_logging: same layout, secrets redacted, control characters escaped."""
+    from varaverk.log_files import append_line
+
+    settings = Settings(ai_repo_root=tmp_path, ai_log_dir=tmp_path / "log",
+                        ai_openai_api_key="sk-very-secret-123")
+    message = "index up to date: key sk-very-secret-123, name \x1b[31mred"
+    setup_logging(settings, "ai-index").info("%s", message)
+    for handler in logging.getLogger("varaverk").handlers:
+        handler.flush()
+    append_line(tmp_path / "log", "ai-index", "INFO", message, ["sk-very-secret-123", ""])
+    logged, appended = (tmp_path / "log" / "ai-index.log").read_text().splitlines()
+    assert logged.split(" ", 2)[2] == appended.split(" ", 2)[2]  # all but date and time
+    assert appended.endswith("INFO varaverk.ai_index: index up to date: key <redacted>, name "
+                             "\\x1b[31mred")
+    assert len(logged.split(" ", 2)[1]) == len(appended.split(" ", 2)[1]) == len("09:29:23,353")

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 
-from tests.index.conftest import cli_env, make_settings
+from tests.index.conftest import cli_env, make_settings, run_index
 from tests.support.repos import git, make_repo
 from varaverk.index.refresh import refresh
 
@@ -29,13 +29,33 @@ def _loaded(settings, code: str, unwanted: tuple[str, ...]) -> str:
 
 def test_a_no_op_refresh_loads_only_what_a_no_op_needs(tmp_path, model_server):
     """No dataclasses (nor inspect, which they import), no json, no numpy, not the locked
-    pass, not the question words' patterns, not the embedder."""
+    pass, not the reading side (only a racy file is read), not the question words' patterns,
+    not the embedder."""
     settings = make_settings(make_repo(tmp_path / "r", DOCS), tmp_path, model_server)
     assert refresh(settings, progress=False).wrote
     unwanted = ("dataclasses", "inspect", "json", "numpy", "varaverk.index.locked_pass",
+                "varaverk.index.prepare", "varaverk.documents.guard", "contextvars",
                 "varaverk.text", "varaverk.embedding")
     code = "from varaverk_tools.ai_index import main\nrc = main(['-q'])"
     assert _loaded(settings, code, unwanted) == "0 []"
+
+
+def test_a_no_op_refresh_with_its_fingerprint_loads_neither_logging_nor_argparse(tmp_path,
+                                                                              model_server):
+    """Once a full run found nothing to do (and recorded the repository's fingerprint), the
+    next no-op loads neither the refresh machinery nor logging, argparse or ast: its work is
+    one SQLite read, git ls-files and a stat per path (varaverk.index.fingerprint)."""
+    settings = make_settings(make_repo(tmp_path / "r", DOCS), tmp_path, model_server)
+    assert refresh(settings, progress=False).wrote
+    # A full no-op run of the command records the fingerprint (its settings, as loaded).
+    assert run_index(settings, "-q").returncode == 0
+    unwanted = ("logging", "argparse", "ast", "json", "varaverk.cli", "varaverk.logs",
+                "varaverk.index.refresh", "varaverk.index.store.index",
+                "varaverk.index.classify")
+    code = "from varaverk_tools.ai_index import main\nrc = main([])"
+    assert _loaded(settings, code, unwanted) == "0 []"
+    log = (settings.ai_log_dir / "ai-index.log").read_text().splitlines()
+    assert "index up to date: 2 tracked files" in log[-1]
 
 
 def test_a_local_search_loads_no_http_client(tmp_path):

@@ -76,7 +76,8 @@ class ProgressFile:
         body = {"pid": os.getpid(), "phase": self.phase, "done": int(done), "total": int(total),
                 "started": round(self.started, 3), "updated": round(time.time(), 3)}
         try:
-            write_atomic(self.path, json.dumps(body).encode("utf-8"), sync_dir=False)
+            # Not durable: a file lost to a power cut names a dead run, which reads as none.
+            write_atomic(self.path, json.dumps(body).encode("utf-8"), durable=False)
         except OSError as err:
             self._broken = True
             log.warning("cannot write the index progress file %s: %s (the run goes on)",

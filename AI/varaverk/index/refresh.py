@@ -35,6 +35,7 @@ from typing import Any, Callable, ContextManager, NamedTuple
 
 from varaverk.documents import tracked_files
 from varaverk.documents.stamp import chunker_stamp
+from varaverk.index import fingerprint
 from varaverk.index.change_detection import needs_work
 from varaverk.index.classify import Entry, Listed, list_all
 from varaverk.index.report import IndexReport
@@ -74,7 +75,7 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
         EmbeddingUnavailable: no embedding server reachable (nothing written).
         SourcesError: the repository cannot be listed.
     """
-    started = time.monotonic()
+    started, started_ns = time.monotonic(), time.time_ns()
     report = IndexReport(force=force)
     matcher = tracked_files.KindMatcher.from_settings(settings)  # compiled only if a kind is needed
     stamp = chunker_stamp()
@@ -82,6 +83,7 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
     if seen is not None and not needs_work(settings, seen.listing, seen.entries, seen.states,
                                            seen.meta, stamp):
         _report_up_to_date(report, seen, started)
+        _record_fingerprint(settings, seen, report, started_ns)
         return report
     # The locked pass and what it needs (chunkers, embedder, numpy...) load only now.
     from varaverk.index.locked_pass import run_locked
@@ -124,6 +126,15 @@ def _report_up_to_date(report: IndexReport, seen: Seen, started: float) -> None:
     report.unchanged = sum(1 for e in seen.entries if not e.reason
                            and getattr(seen.states.get(e.path), "status", "") != "skipped")
     report.seconds = time.monotonic() - started
+
+
+def _record_fingerprint(settings, seen: Seen, report: IndexReport, started_ns: int) -> None:
+    """Let the next run of the repository alone find "nothing to do" from its fingerprint
+    (``varaverk.index.fingerprint``), without this module."""
+    generation = seen.meta.get("generation")
+    if generation and report.tracked and len(seen.listing.specs) == 1:
+        fingerprint.record(settings, seen.listing, generation, started_ns,
+                           report.summary_head())
 
 
 def _fill_counts(report: IndexReport, listing: Listed, entries: list[Entry],

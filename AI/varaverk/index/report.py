@@ -66,6 +66,12 @@ class IndexReport:
     def summary(self) -> str:
         """One line for the log: what changed and how long it took."""
         if not self.tracked:
+            return self.summary_head()
+        return timed_summary(self.summary_head(), self.seconds)
+
+    def summary_head(self) -> str:
+        """``summary`` without the time it took (``timed_summary`` adds it)."""
+        if not self.tracked:
             return "no tracked files: the repository is empty, nothing to index"
         reasons = Counter(reason for _, reason in self.skipped)
         skipped = f"{len(self.skipped)} skipped"
@@ -81,4 +87,9 @@ class IndexReport:
         if self.masked:
             parts.append(f"{self.masked} values masked ({self.examples} documentation examples)")
         verb = "rebuilt" if self.force else "refreshed" if self.wrote else "up to date"
-        return f"index {verb}: " + ", ".join(parts) + f" in {self.seconds:.2f} s"
+        return f"index {verb}: " + ", ".join(parts)
+
+
+def timed_summary(head: str, seconds: float) -> str:
+    """A run's log line: its ``IndexReport.summary_head`` and the seconds it took."""
+    return f"{head} in {seconds:.2f} s"
