@@ -17,8 +17,9 @@ from varaverk.masking.layout import DRAWER_LINE, Layout, inline_code
 from varaverk.masking.shapes import (BEARER, CLI_PASSWORD, CRYPT_HASH, DOC_URL_CREDS, MASK,
                                      cli_value, looks_random, token_shapes)
 from varaverk.masking.values import (EXAMPLE, FILLER, SECRETISH, URL, base64_text,
-                                     example_looking, key_role, key_words, secret_value,
-                                     stands_in)
+                                     directive_role, documented_as_name,
+                                     example_looking, key_words,
+                                     key_role, secret_value, stands_in)
 
 
 class MaskedText(NamedTuple):
@@ -193,7 +194,7 @@ def _mask_shapes(ln: _Line, long_run: bool) -> None:
         pw = m.group("pw")
         if not stands_in(pw) and ln.free(m.start("pw"), m.end("pw")):
             ln.take(m.start("pw"), m.end("pw"), "credentials in a URL", pw)
-    for m in CLI_PASSWORD.finditer(text) if "-p" in text or "-u" in text else ():
+    for m in CLI_PASSWORD.finditer(text) if _cli_hint(text) else ():
         group = cli_value(m)
         value = m.group(group).rstrip(".,;:)")  # "sshpass -p SECRET." in a sentence
         start, end = m.start(group), m.start(group) + len(value)
@@ -264,11 +265,41 @@ def _mask_pairs(ln: _Line) -> None:
         prose = ln.layout.mode[ln.number] == "prose" and not ln.in_code(start)
         if BLOCK_SCALAR.fullmatch(value.strip()) or not quoted and len(value) >= _MAX_VALUE:
             continue  # on the next lines (``mask_blocks``); text, not a password
-        if secret_value(value, role, key_words(key), quoted, prose, whole_line):
+        if secret_value(value, role, key_words(key), quoted, prose, whole_line) \
+                and not documented_as_name(value, ln.layout.comment_above(ln.number)):
             ln.take(start, end, key, value)
             meta = ln.layout.mode[ln.number] == "meta" and not DRAWER_LINE.match(ln.text)
             if meta and not quoted:
                 ln.quoted.add(start)  # front matter is YAML: a bare [masked] is a list
+
+
+# A config line "directive value" with no ":" or "=" (redis.conf ``requirepass X``, keepalived
+# ``auth_pass X``, msmtprc ``password X``, a commented-out one too): one value, then at most
+# nginx's ";" and a comment.
+_DIRECTIVE = re.compile(r"(?P<lead>[ \t]*(?:[#;][ \t]*)?)(?P<key>[A-Za-z_][\w-]{0,60})[ \t]+"
+                        r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"'#;]+)[ \t]*;?(?:[ \t]+#.*)?")
+# Options on a command line that take a password: a line holding one is read by CLI_PASSWORD.
+_CLI_HINTS = ("-p", "-u", "-a", "-P", "--")
+
+
+def _cli_hint(text: str) -> bool:
+    return any(h in text for h in _CLI_HINTS)
+
+
+def _mask_directive(ln: _Line, m: re.Match) -> None:
+    """The value of a ``directive value`` config line whose directive names a secret."""
+    key = m.group("key")
+    role = directive_role(key)
+    if ln.layout.mode[ln.number] != "code":
+        if m.group("lead").strip():
+            return  # a Markdown heading ("# Password reset"), an org keyword
+        role = role and "weak"  # a line of text: only a value that looks like a password
+    quoted = m.group("value")[0] in "\"'"
+    start, end = m.start("value") + quoted, m.end("value") - quoted
+    value = ln.text[start:end]
+    if role and ln.free(start, end) \
+            and secret_value(value, role, key_words(key), quoted, False, True):
+        ln.take(start, end, key, value)
 
 
 def _public(ln: _Line, start: int) -> bool:
@@ -342,13 +373,16 @@ def _masked_lines(text: str, depth: int = 0, kind: str = "", mask: str = MASK) -
             continue
         long_run = _LONG_RUN.search(line) is not None
         keyed = ("=" in line or ":" in line) and SECRETISH.search(line.lower()) is not None
+        directive = _DIRECTIVE.fullmatch(line) if " " in line or "\t" in line else None
         if not (long_run or keyed or "$" in line or "{" in line or "://" in line
-                or "-p" in line or "-u" in line):
+                or _cli_hint(line) or directive):
             continue  # most lines of prose: nothing any rule could match
         ln = _Line(line, number, layout, mask)
         _mask_shapes(ln, long_run)
         if keyed:
             _mask_pairs(ln)
+        if directive:
+            _mask_directive(ln, directive)
         if long_run:
             _mask_random(ln, depth)
         if ln.spans:

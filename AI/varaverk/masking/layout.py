@@ -21,6 +21,7 @@ PROSE_KINDS = frozenset({"readme", "manual", "doc", "note", "org", "chat", "head
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _ORG_BLOCK = re.compile(r"^\s*#\+(begin|end)_(src|example)\b", re.I)
 DRAWER_LINE = re.compile(r"^\s*:[A-Za-z_][\w+-]*:(\s|$)")
+_COMMENT = re.compile(r"\s*(?:#+|//+|;+)")
 LEADING_KEY = re.compile(r"^(\s*)(?:-\s+)?[\"']?([^\"':\s{}\[\]][^\"':{}\[\]]{0,80}?)[\"']?"
                          r"\s*:(?:\s|$)")
 
@@ -79,6 +80,16 @@ class Layout:
             if ":" in line and (m := LEADING_KEY.match(line)):
                 stack.append((indent, above.union(key_words(m.group(2)))))
         return out
+
+    def comment_above(self, number: int, most: int = 4) -> str:
+        """The comment lines right above line ``number`` (``#``, ``//``, ``;``; at most
+        ``most``, nearest last), joined by spaces: what a configuration key is documented as."""
+        block: list[str] = []
+        k = number - 1
+        while k >= 0 and len(block) < most and (m := _COMMENT.match(self.lines[k])):
+            block.insert(0, self.lines[k][m.end():].strip())
+            k -= 1
+        return " ".join(block)
 
     def in_code(self, number: int, pos: int, spans: list[tuple[int, int]]) -> bool:
         """Whether ``pos`` of line ``number`` is code: a code line, or inside one of the

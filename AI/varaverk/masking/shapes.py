@@ -46,8 +46,14 @@ CLI_PASSWORD = re.compile(
     r"|(?P<pre2>\bsshpass\s+-p\s*)(?P<value2>[^\s`]+)"
     r"|(?P<pre3>\b(?:docker|podman|nerdctl|helm|skopeo|buildah|oras)\s+(?:registry\s+)?login"
     r"\b[^\n|;&]*?\s(?:-p|--password)(?:\s+|=))(?P<value3>[^\s'\"`]+)"
-    r"|(?P<pre4>\bcurl\b[^\n|;&]*?\s(?:-u|--user)\s*['\"]?[^\s:'\"]+:)(?P<value4>[^\s'\"`]+)")
-CLI_VALUES = ("value", "value2", "value3", "value4")
+    r"|(?P<pre4>\bcurl\b[^\n|;&]*?\s(?:-u|--user)\s*['\"]?[^\s:'\"]+:)(?P<value4>[^\s'\"`]+)"
+    # redis-server --requirepass X, redis-cli -a X, mosquitto_pub -P X; also as a compose
+    # command's list ("--requirepass", "X").
+    r"|(?P<pre5>(?:\bredis-server\b[^\n|;&]*?[\s\"',](?:--requirepass|--masterauth)"
+    r"|\bredis-cli\b[^\n|;&]*?[\s\"',](?:-a|--pass)"
+    r"|\bmosquitto_(?:pub|sub|rr)\b[^\n|;&]*?[\s\"',]-P)(?:\s+|=|[\"']\s*,\s*[\"']))"
+    r"(?P<value5>[^\s'\"`,\]]+)")
+CLI_VALUES = ("value", "value2", "value3", "value4", "value5")
 
 
 def cli_value(m: re.Match) -> str:

@@ -81,6 +81,20 @@ def key_role(key: str) -> str:
     return "weak" if any(w in _WEAK_WORDS for w in words) else ""
 
 
+# Config directives naming a secret whose words do not say so (redis.conf, OpenLDAP).
+_SECRET_DIRECTIVES = frozenset({"requirepass", "masterauth", "rootpw"})
+# Commands that read like a secret's directive: ``passwd root``, ``pass show nas``.
+_COMMANDS = re.compile(r"\w*passwd|pass|pw|gopass", re.I)
+
+
+def directive_role(key: str) -> str:
+    """As ``key_role`` for the directive of a ``directive value`` line (``requirepass x``,
+    ``auth_pass x``); ``""`` for a command (``passwd root``)."""
+    if key.lower() in _SECRET_DIRECTIVES:
+        return "strong"
+    return "" if _COMMANDS.fullmatch(key) else key_role(key)
+
+
 # -- values that are no secret ---------------------------------------------------------------
 
 _REFERENCE = re.compile(
@@ -194,6 +208,19 @@ def _names_a_key(v: str, words: list[str]) -> bool:
     """A key's name under a key named ``<what>_key`` whose other words name no secret."""
     return words[-1] in ("key", "keys") and bool(_KEY_NAME.fullmatch(v)) and not any(
         w in _SECRET_WORDS or w.endswith(_SECRET_ENDINGS) for w in words[:-1])
+
+
+# A key's comment saying that it holds a name ("The name of the secret containing
+# runner-token", "Secret name"), and a name of Kubernetes' shape (lower case, digits, "-", ".").
+_SAYS_NAME = re.compile(r"\bname of\b|\bsecret'?s? name\b|\bnames? (?:of )?(?:the|an?) "
+                        r"(?:[\w-]+ ){0,2}(?:secret|key)s?\b", re.I)
+_OBJECT_NAME = re.compile(r"[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?")
+
+
+def documented_as_name(value: str, comment: str) -> bool:
+    """Whether ``comment`` (the lines above a key) says the key holds a name and ``value``
+    has a name's shape (``gitlab-runner``): a reference to where the secret is kept."""
+    return bool(_OBJECT_NAME.fullmatch(value.strip()) and _SAYS_NAME.search(comment))
 
 
 def secret_value(value: str, role: str, words: list[str], quoted: bool, prose: bool,
