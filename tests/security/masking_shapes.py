@@ -148,8 +148,8 @@ SHAPES: tuple[Shape, ...] = (
     Shape("passwords of redis-server, redis-cli and mosquitto_pub (compose commands)",
           "template", "command: redis-server --requirepass s3cretValue --appendonly yes\n"
           'test: ["CMD", "redis-cli", "-a", "s3cretValue", "ping"]\n'
-          "mosquitto_pub -h mqtt -u ha -P Zq8xk2pw -t test -m 1", "masked",
-          ("s3cretValue", "Zq8xk2pw"), ("--requirepass ", '"-a", "', "-P ")),
+          "mosquitto_pub -h mqtt -u ha -P Mqtt-s3cret -t test -m 1", "masked",
+          ("s3cretValue", "Mqtt-s3cret"), ("--requirepass ", '"-a", "', "-P ")),
     # -- documentation examples: masked, with an info line instead of a warning
     Shape("an example password in a Markdown code block", "doc",
           "```yaml\nPOSTGRES_PASSWORD: postgres\n```", "example", ("postgres\n",),
@@ -158,6 +158,9 @@ SHAPES: tuple[Shape, ...] = (
           "```yaml\nk3s_token: s1cret0\n```", "example", ("s1cret0",), ("k3s_token:",)),
     Shape("a commented-out example in a template", "template", "#password: mypassword",
           "example", ("mypassword",), ("#password:",)),
+    Shape("an example token in a script's help text (a header)", "header",
+          "Configuration is read from the environment:\n    export DO_API_TOKEN='abc123'",
+          "example", ("abc123",), ("export DO_API_TOKEN='",)),
     Shape("a hash the comment calls made up", "template",
           "# client_secret: '$pbkdf2-sha512$310000$c8p78n7pUMln0jzvd4aK4Q$JNRBzwAo0ek5qKn50cFzz'"
           "  # The digest of 'insecure_secret'.", "example", ("c8p78n7pUMln0jzvd4aK4Q",),
@@ -210,6 +213,10 @@ SHAPES: tuple[Shape, ...] = (
     Shape("a key its comment calls a secret's name (Helm values)", "template",
           "## The name of the secret containing runner-token\n# secret: gitlab-runner\n"
           "## Name of an existing secret holding the password\ncredentials: nas-smb", "kept"),
+    Shape("a Secret's name: built on a placeholder, or words under a *secret key", "template",
+          "ldap_cacert_secret: <resourcename>-custom-certs\n"
+          "postgres_configuration_secret: 'awx-postgres-configuration'\nsecret: gitlab-runner",
+          "kept"),
     Shape("a private key left out", "template",
           "private_key: |\n  -----BEGIN PRIVATE KEY-----\n  ...\n  -----END PRIVATE KEY-----",
           "kept"),

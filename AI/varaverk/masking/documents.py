@@ -145,7 +145,7 @@ class _Line:
         """Mask ``text[start:end]``; ``value`` (when the shape allows it) may be an example."""
         self.spans.add(start, end)
         # Documentation: a code block of prose, or a comment (a template's "#password: x").
-        documented = self.layout.prose_kind and self.in_code(start) \
+        documented = self.layout.prose_kind and (self.in_code(start) or self.layout.explains) \
             or any(c in self.text[:self.lead] for c in "#;") or "//" in self.text[:self.lead]
         # "'$pbkdf2...'  # The digest of 'insecure_secret'": the comment says it is made up.
         example = value is not None and documented and (example_looking(value) or (

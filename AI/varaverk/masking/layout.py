@@ -14,6 +14,9 @@ from varaverk.masking.values import key_words
 # is a sentence, and a masked example-looking value inside a code block is a documentation
 # example.
 PROSE_KINDS = frozenset({"readme", "manual", "doc", "note", "org", "chat", "header"})
+# A script's header is its help text, never where it reads its settings: an example-looking
+# value anywhere in it is a documentation example (a README or a note may hold a real one).
+EXPLAINING_KINDS = frozenset({"header"})
 
 
 # -- where a line stands in its document --------------------------------------------------------
@@ -32,6 +35,7 @@ class Layout:
 
     def __init__(self, lines: list[str], kind: str):
         self.prose_kind = kind in PROSE_KINDS
+        self.explains = kind in EXPLAINING_KINDS
         self.mode = ["code"] * len(lines) if not self.prose_kind else self._modes(lines)
         self.lines = lines
         self._parents_of: list[frozenset[str]] | None = None
