@@ -60,6 +60,10 @@ log = logging.getLogger(__name__)
 
 LOCAL_MAX_TOKENS = 256
 LOCAL_DIMENSION = 384
+# Tokens (rows times the padded width) in one onnxruntime run: its attention tensors grow with
+# rows times width squared and its arena keeps the largest, so a batch of long chunks is run
+# in slices (8 rows at 256 tokens, the whole batch of 32 short ones). Vectors do not change.
+LOCAL_TOKENS_PER_RUN = 2048
 DEFAULT_REMOTE_MODEL = "nomic-embed-text"
 # Context (tokens) of common embedding models, keyed by the name without its ":tag".
 REMOTE_CONTEXT = {
@@ -277,6 +281,20 @@ def local_model_files() -> tuple[Path, Path]:
     return model, tokenizer
 
 
+def token_budget_slices(lengths: list[int], budget: int) -> list[tuple[int, int]]:
+    """``(start, end)`` slices of consecutive rows whose count times their longest length
+    stays within ``budget`` tokens (a row longer than it alone); in order, covering all."""
+    slices, start, width = [], 0, 0
+    for i, length in enumerate(lengths):
+        width = max(width, length)
+        if i > start and (i + 1 - start) * width > budget:
+            slices.append((start, i))
+            start, width = i, length
+    if lengths:
+        slices.append((start, len(lengths)))
+    return slices
+
+
 class LocalEmbedder(Embedder):
     """all-MiniLM-L6-v2 int8 ONNX on this machine: 384 dimensions, 256 tokens, no network.
 
@@ -339,6 +357,14 @@ class LocalEmbedder(Embedder):
             if len(ids) > self.max_tokens:
                 ids = ids[:self.max_tokens - 1] + [self._sep_id]
             rows.append(ids)
+        pooled: list[Any] = []
+        for start, end in token_budget_slices([len(r) for r in rows], LOCAL_TOKENS_PER_RUN):
+            pooled.extend(self._run(rows[start:end]))
+        return pooled
+
+    def _run(self, rows: list[list[int]]) -> list[Any]:
+        """One onnxruntime run over token id ``rows`` (padded to the longest): their
+        mean-pooled vectors, unnormalised."""
         width = max(len(r) for r in rows)
         input_ids = np.zeros((len(rows), width), dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)
