@@ -161,6 +161,8 @@ SHAPES: tuple[Shape, ...] = (
     Shape("an example token in a script's help text (a header)", "header",
           "Configuration is read from the environment:\n    export DO_API_TOKEN='abc123'",
           "example", ("abc123",), ("export DO_API_TOKEN='",)),
+    Shape("an example directive in a Markdown code block (fluent-bit)", "doc",
+          "```\n[OUTPUT]\n    Shared_Key s1cret0\n```", "example", ("s1cret0",), ("Shared_Key ",)),
     Shape("a hash the comment calls made up", "template",
           "# client_secret: '$pbkdf2-sha512$310000$c8p78n7pUMln0jzvd4aK4Q$JNRBzwAo0ek5qKn50cFzz'"
           "  # The digest of 'insecure_secret'.", "example", ("c8p78n7pUMln0jzvd4aK4Q",),
@@ -208,6 +210,9 @@ SHAPES: tuple[Shape, ...] = (
           "password_file /mosquitto/config/passwd\nauth_user = pgbouncer\n"
           'passwordeval "gpg -qd ~/.msmtp-pw.gpg"\nrequirepass ${REDIS_PASSWORD}\n'
           "command: redis-server --requirepass $$REDIS_PASSWORD", "kept"),
+    Shape("a comment's words and interpolations (fluentd's Ruby)", "template",
+          "# password database.\n"
+          "shared_key \"#{ENV['FLUENTD_SHARED_KEY'] || 'sharedkey'}\"", "kept"),
     Shape("commands that read like a directive", "doc",
           "```shell\npasswd root\npass show nas/admin\n```", "kept"),
     Shape("a key its comment calls a secret's name (Helm values)", "template",

@@ -290,10 +290,12 @@ def _mask_directive(ln: _Line, m: re.Match) -> None:
     """The value of a ``directive value`` config line whose directive names a secret."""
     key = m.group("key")
     role = directive_role(key)
-    if ln.layout.mode[ln.number] != "code":
-        if m.group("lead").strip():
-            return  # a Markdown heading ("# Password reset"), an org keyword
-        role = role and "weak"  # a line of text: only a value that looks like a password
+    commented = bool(m.group("lead").strip())
+    if ln.layout.mode[ln.number] != "code" and commented:
+        return  # a Markdown heading ("# Password reset"), an org keyword
+    if commented or ln.layout.mode[ln.number] != "code":
+        # A line of text ("# password database."): only a value that looks like a password.
+        role = role and "weak"
     quoted = m.group("value")[0] in "\"'"
     start, end = m.start("value") + quoted, m.end("value") - quoted
     value = ln.text[start:end]

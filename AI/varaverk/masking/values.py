@@ -98,7 +98,7 @@ def directive_role(key: str) -> str:
 # -- values that are no secret ---------------------------------------------------------------
 
 _REFERENCE = re.compile(
-    r"\$\{?[A-Za-z_]|\$\(|\{\{|\{%|<%|%\([\w.-]+\)[sd]|^![\w:-]+\s|^\*[\w-]+$|^%[A-Za-z_]+%$|"
+    r"\$\{?[A-Za-z_]|\$\(|\{\{|\{%|<%|#\{|%\([\w.-]+\)[sd]|^![\w:-]+\s|^\*[\w-]+$|^%[A-Za-z_]+%$|"
     r"^(?:op|vault|ref\+\w+|sops|awssm|gcpsm|azkv|bw|secret|env|file)://|^(?:vault|env|file):|"
     r"^ENC\[|secretKeyRef|valueFrom|lookup\(|^@Microsoft\.KeyVault")
 _PLACEHOLDER = re.compile(
