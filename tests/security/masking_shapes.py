@@ -98,6 +98,13 @@ SHAPES: tuple[Shape, ...] = (
     Shape("PEM private key in a YAML block", "template", PEM_KEY, "masked",
           ("EXAMPLEKEYvPz0", "vZc+UnrZ7f1h"),
           ("-----BEGIN PRIVATE KEY-----", "-----END PRIVATE KEY-----", "tls.crt")),
+    Shape("argon2 hash in a compose file ($ doubled)", "template",
+          "- ADMIN_TOKEN=$$argon2id$$v=19$$m=19456,t=2,p=1$$EXAMPLEK1FZMkZoRHFQRlVrTXZvS0E3bHpNQW55c2dBN"
+          "2NORzdsa0Nxd1JhND0$$cUoId+JBUsJutlG4rfDZayExfjq4TCt48aBc9qsc3UI", "masked",
+          ("EXAMPLEK1FZ", "cUoId+JBUsJ"), ("- ADMIN_TOKEN=",)),
+    Shape("words joined by '-' in a variable ending in SECRET (a diceware passphrase)",
+          "template", '- CMD_SESSION_SECRET="discolor-passw0rd-seducing-result-ceramics"',
+          "masked", ("discolor-passw0rd",), ('CMD_SESSION_SECRET="',)),
     Shape("base64 of an htpasswd line (a Kubernetes Secret's data)", "template",
           "auth: YWRtaW46JGFwcjEkRVhBTVBMRTEkcEtxTVBZL0N2eHhXemZoYlg3aVl3RAo=", "masked",
           ("YWRtaW46",), ("auth: ",)),
@@ -213,6 +220,9 @@ SHAPES: tuple[Shape, ...] = (
     Shape("a comment's words and interpolations (fluentd's Ruby)", "template",
           "# password database.\n"
           "shared_key \"#{ENV['FLUENTD_SHARED_KEY'] || 'sharedkey'}\"", "kept"),
+    Shape("nginx upstreams, Apache directives, addresses, Symfony parameters", "template",
+          "fastcgi_pass php:9000;\nServerTokens Prod\n- SECRET_LOCAL_HOSTNAME=0.0.0.0\n"
+          "- JWT_SECRET_KEY=%kernel.project_dir%/config/jwt/private.pem", "kept"),
     Shape("commands that read like a directive", "doc",
           "```shell\npasswd root\npass show nas/admin\n```", "kept"),
     Shape("a key its comment calls a secret's name (Helm values)", "template",

@@ -265,7 +265,7 @@ def _mask_pairs(ln: _Line) -> None:
         prose = ln.layout.mode[ln.number] == "prose" and not ln.in_code(start)
         if BLOCK_SCALAR.fullmatch(value.strip()) or not quoted and len(value) >= _MAX_VALUE:
             continue  # on the next lines (``mask_blocks``); text, not a password
-        if secret_value(value, role, key_words(key), quoted, prose, whole_line) \
+        if secret_value(value, role, key_words(key), quoted, prose, whole_line, key) \
                 and not documented_as_name(value, ln.layout.comment_above(ln.number)):
             ln.take(start, end, key, value)
             meta = ln.layout.mode[ln.number] == "meta" and not DRAWER_LINE.match(ln.text)
@@ -277,7 +277,7 @@ def _mask_pairs(ln: _Line) -> None:
 # ``auth_pass X``, msmtprc ``password X``, a commented-out one too): one value, then at most
 # nginx's ";" and a comment.
 _DIRECTIVE = re.compile(r"(?P<lead>[ \t]*(?:[#;][ \t]*)?)(?P<key>[A-Za-z_][\w-]{0,60})[ \t]+"
-                        r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"'#;]+)[ \t]*;?(?:[ \t]+#.*)?")
+                        r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"'#;]+)[ \t]*;?(?:[ \t]+#.*)?\r?")
 # Options on a command line that take a password: a line holding one is read by CLI_PASSWORD.
 _CLI_HINTS = ("-p", "-u", "-a", "-P", "--")
 
@@ -300,7 +300,7 @@ def _mask_directive(ln: _Line, m: re.Match) -> None:
     start, end = m.start("value") + quoted, m.end("value") - quoted
     value = ln.text[start:end]
     if role and ln.free(start, end) \
-            and secret_value(value, role, key_words(key), quoted, False, True):
+            and secret_value(value, role, key_words(key), quoted, False, True, key):
         ln.take(start, end, key, value)
 
 

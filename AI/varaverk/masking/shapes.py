@@ -146,7 +146,7 @@ def mask_url_credentials(value: str, mask: str = REDACTED) -> str:
 # "$$" is a compose file's escaped "$" (traefik basicauth labels).
 CRYPT_HASH = re.compile(
     r"(?<![\w$])(?:\$\$?(?:1|2[abxy]?|5|6|apr1|y|gy|7|md5|sha1)\$[./A-Za-z0-9$=,]{8,}"
-    r"|\$(?:argon2(?:id|i|d)|pbkdf2(?:-sha\d+)?|scrypt|bcrypt-sha256)\$[./A-Za-z0-9$=,+-]{16,}"
+    r"|\$\$?(?:argon2(?:id|i|d)|pbkdf2(?:-sha\d+)?|scrypt|bcrypt-sha256)\$[./A-Za-z0-9$=,+-]{16,}"
     r"|pbkdf2_sha(?:1|256|512)\$\d+\$[A-Za-z0-9+/=.$]{8,}"
     r"|\{(?:SSHA|SHA|SSHA256|SSHA512|CRYPT|MD5|SMD5)\}[A-Za-z0-9+/=.$]{8,})")
 # Credentials in a URL: the password runs to the last "@" before the host ("p@ss@db").
