@@ -278,18 +278,24 @@ def _mask_pairs(ln: _Line) -> None:
 # nginx's ";" and a comment.
 _DIRECTIVE = re.compile(r"(?P<lead>[ \t]*(?:[#;][ \t]*)?)(?P<key>[A-Za-z_][\w-]{0,60})[ \t]+"
                         r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"'#;]+)[ \t]*;?(?:[ \t]+#.*)?\r?")
-# Options on a command line that take a password: a line holding one is read by CLI_PASSWORD.
-_CLI_HINTS = ("-p", "-u", "-a", "-P", "--")
-
-
 def _cli_hint(text: str) -> bool:
-    return any(h in text for h in _CLI_HINTS)
+    """Whether a command of ``CLI_PASSWORD`` may be on the line (a fast test before it)."""
+    return "-p" in text or "-u" in text or "redis-" in text or "mosquitto_" in text
+
+
+def _directive(line: str) -> re.Match | None:
+    """A ``directive value`` line whose directive may name a secret, or None."""
+    words = line.split(None, 3)
+    if len(words) < 2 or len(words) > 3 and " #" not in line:
+        return None  # one word, or a sentence (the common case, skipped fast)
+    m = _DIRECTIVE.fullmatch(line)
+    return m if m and directive_role(m.group("key")) else None
 
 
 def _mask_directive(ln: _Line, m: re.Match) -> None:
     """The value of a ``directive value`` config line whose directive names a secret."""
     key = m.group("key")
-    role = directive_role(key)
+    role = directive_role(key)  # not "": ``_directive`` found the line
     commented = bool(m.group("lead").strip())
     if ln.layout.mode[ln.number] != "code" and commented:
         return  # a Markdown heading ("# Password reset"), an org keyword
@@ -375,7 +381,7 @@ def _masked_lines(text: str, depth: int = 0, kind: str = "", mask: str = MASK) -
             continue
         long_run = _LONG_RUN.search(line) is not None
         keyed = ("=" in line or ":" in line) and SECRETISH.search(line.lower()) is not None
-        directive = _DIRECTIVE.fullmatch(line) if " " in line or "\t" in line else None
+        directive = _directive(line)
         if not (long_run or keyed or "$" in line or "{" in line or "://" in line
                 or _cli_hint(line) or directive):
             continue  # most lines of prose: nothing any rule could match
