@@ -60,9 +60,8 @@ log = logging.getLogger(__name__)
 
 LOCAL_MAX_TOKENS = 256
 LOCAL_DIMENSION = 384
-# Tokens (rows times the padded width) in one onnxruntime run: its attention tensors grow with
-# rows times width squared and its arena keeps the largest, so a batch of long chunks is run
-# in slices (8 rows at 256 tokens, the whole batch of 32 short ones). Vectors do not change.
+# Tokens (rows x padded width) in one onnxruntime run: its arena keeps the largest run's
+# attention tensors, so a batch of long chunks runs in slices (8 at 256 tokens); same vectors.
 LOCAL_TOKENS_PER_RUN = 2048
 DEFAULT_REMOTE_MODEL = "nomic-embed-text"
 # Context (tokens) of common embedding models, keyed by the name without its ":tag".
@@ -290,9 +289,7 @@ def token_budget_slices(lengths: list[int], budget: int) -> list[tuple[int, int]
         if i > start and (i + 1 - start) * width > budget:
             slices.append((start, i))
             start, width = i, length
-    if lengths:
-        slices.append((start, len(lengths)))
-    return slices
+    return slices + [(start, len(lengths))] if lengths else []
 
 
 class LocalEmbedder(Embedder):
@@ -357,14 +354,11 @@ class LocalEmbedder(Embedder):
             if len(ids) > self.max_tokens:
                 ids = ids[:self.max_tokens - 1] + [self._sep_id]
             rows.append(ids)
-        pooled: list[Any] = []
-        for start, end in token_budget_slices([len(r) for r in rows], LOCAL_TOKENS_PER_RUN):
-            pooled.extend(self._run(rows[start:end]))
-        return pooled
+        slices = token_budget_slices([len(r) for r in rows], LOCAL_TOKENS_PER_RUN)
+        return [vec for start, end in slices for vec in self._run(rows[start:end])]
 
     def _run(self, rows: list[list[int]]) -> list[Any]:
-        """One onnxruntime run over token id ``rows`` (padded to the longest): their
-        mean-pooled vectors, unnormalised."""
+        """Mean-pooled vectors (unnormalised) of token id ``rows``, padded, in one run."""
         width = max(len(r) for r in rows)
         input_ids = np.zeros((len(rows), width), dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)
