@@ -157,6 +157,10 @@ SHAPES: tuple[Shape, ...] = (
           'test: ["CMD", "redis-cli", "-a", "s3cretValue", "ping"]\n'
           "mosquitto_pub -h mqtt -u ha -P Mqtt-s3cret -t test -m 1", "masked",
           ("s3cretValue", "Mqtt-s3cret"), ("--requirepass ", '"-a", "', "-P ")),
+    Shape("Redis ACL rule and sentinel auth-pass", "template",
+          "user alice on >alice-s3cret ~cached:* +get\nsentinel auth-pass mymaster sentinel-passw0rd",
+          "masked", ("alice-s3cret", "sentinel-passw0rd"), ("user alice on >", "~cached:* +get",
+                                                   "sentinel auth-pass mymaster ")),
     # -- documentation examples: masked, with an info line instead of a warning
     Shape("an example password in a Markdown code block", "doc",
           "```yaml\nPOSTGRES_PASSWORD: postgres\n```", "example", ("postgres\n",),
@@ -223,6 +227,9 @@ SHAPES: tuple[Shape, ...] = (
     Shape("nginx upstreams, Apache directives, addresses, Symfony parameters", "template",
           "fastcgi_pass php:9000;\nServerTokens Prod\n- SECRET_LOCAL_HOSTNAME=0.0.0.0\n"
           "- JWT_SECRET_KEY=%kernel.project_dir%/config/jwt/private.pem", "kept"),
+    Shape("Redis ACL without a password, or from a variable", "template",
+          "user default on nopass ~* +@all\nuser worker on >${REDIS_WORKER_PASSWORD} ~jobs:*",
+          "kept"),
     Shape("commands that read like a directive", "doc",
           "```shell\npasswd root\npass show nas/admin\n```", "kept"),
     Shape("a key its comment calls a secret's name (Helm values)", "template",

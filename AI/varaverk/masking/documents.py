@@ -15,7 +15,7 @@ from typing import NamedTuple
 from varaverk.masking.blocks import BLOCK_SCALAR, mask_blocks
 from varaverk.masking.layout import DRAWER_LINE, Layout, inline_code
 from varaverk.masking.shapes import (BEARER, CLI_PASSWORD, CRYPT_HASH, DOC_URL_CREDS, MASK,
-                                     cli_value, looks_random, token_shapes)
+                                     REDIS_PASSWORD, cli_value, looks_random, token_shapes)
 from varaverk.masking.values import (EXAMPLE, FILLER, SECRETISH, URL, base64_text,
                                      directive_role, documented_as_name,
                                      example_looking, key_words,
@@ -200,6 +200,10 @@ def _mask_shapes(ln: _Line, long_run: bool) -> None:
         start, end = m.start(group), m.start(group) + len(value)
         if not stands_in(value) and ln.free(start, end):
             ln.take(start, end, "password on a command line", value)
+    for m in REDIS_PASSWORD.finditer(text) if ">" in text or "auth-pass" in text else ():
+        group = "acl" if m.group("acl") is not None else "sentinel"
+        if not stands_in(m.group(group)) and ln.free(m.start(group), m.end(group)):
+            ln.take(m.start(group), m.end(group), "Redis password", m.group(group))
     if not long_run:
         return
     for m in token_shapes(True).finditer(text):
@@ -279,8 +283,10 @@ def _mask_pairs(ln: _Line) -> None:
 _DIRECTIVE = re.compile(r"(?P<lead>[ \t]*(?:[#;][ \t]*)?)(?P<key>[A-Za-z_][\w-]{0,60})[ \t]+"
                         r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"'#;]+)[ \t]*;?(?:[ \t]+#.*)?\r?")
 def _cli_hint(text: str) -> bool:
-    """Whether a command of ``CLI_PASSWORD`` may be on the line (a fast test before it)."""
-    return "-p" in text or "-u" in text or "redis-" in text or "mosquitto_" in text
+    """Whether a command of ``CLI_PASSWORD`` or a Redis ACL rule may be on the line (a fast
+    test before them; sentinel's ``auth-pass`` holds "-p")."""
+    return "-p" in text or "-u" in text or "redis-" in text or "mosquitto_" in text \
+        or " >" in text and ("user" in text or "SETUSER" in text)
 
 
 def _directive(line: str) -> re.Match | None:

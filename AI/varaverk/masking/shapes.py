@@ -54,6 +54,11 @@ CLI_PASSWORD = re.compile(
     r"|\bmosquitto_(?:pub|sub|rr)\b[^\n|;&]*?[\s\"',]-P)(?:\s+|=|[\"']\s*,\s*[\"']))"
     r"(?P<value5>[^\s'\"`,\]]+)")
 CLI_VALUES = ("value", "value2", "value3", "value4", "value5")
+# Redis: an ACL rule's ">password" (redis.conf ``user alice on >pw ~* +@all``, ``ACL SETUSER``)
+# and sentinel's ``sentinel auth-pass <master> <password>``.
+REDIS_PASSWORD = re.compile(
+    r"(?:^[ \t#]*user|\bACL\s+SETUSER)\s+\S+(?:\s+[^\s>]\S*)*?\s+>(?P<acl>[^\s'\"`]+)"
+    r"|\bsentinel\s+auth-pass\s+\S+\s+(?P<sentinel>[^\s'\"`]+)", re.I)
 
 
 def cli_value(m: re.Match) -> str:
