@@ -60,6 +60,9 @@ log = logging.getLogger(__name__)
 
 LOCAL_MAX_TOKENS = 256
 LOCAL_DIMENSION = 384
+# Tokens (rows x padded width) in one onnxruntime run: its arena keeps the largest run's
+# attention tensors, so a batch of long chunks runs in slices (8 at 256 tokens); same vectors.
+LOCAL_TOKENS_PER_RUN = 2048
 DEFAULT_REMOTE_MODEL = "nomic-embed-text"
 # Context (tokens) of common embedding models, keyed by the name without its ":tag".
 REMOTE_CONTEXT = {
@@ -277,6 +280,18 @@ def local_model_files() -> tuple[Path, Path]:
     return model, tokenizer
 
 
+def token_budget_slices(lengths: list[int], budget: int) -> list[tuple[int, int]]:
+    """``(start, end)`` slices of consecutive rows whose count times their longest length
+    stays within ``budget`` tokens (a row longer than it alone); in order, covering all."""
+    slices, start, width = [], 0, 0
+    for i, length in enumerate(lengths):
+        width = max(width, length)
+        if i > start and (i + 1 - start) * width > budget:
+            slices.append((start, i))
+            start, width = i, length
+    return slices + [(start, len(lengths))] if lengths else []
+
+
 class LocalEmbedder(Embedder):
     """all-MiniLM-L6-v2 int8 ONNX on this machine: 384 dimensions, 256 tokens, no network.
 
@@ -339,6 +354,11 @@ class LocalEmbedder(Embedder):
             if len(ids) > self.max_tokens:
                 ids = ids[:self.max_tokens - 1] + [self._sep_id]
             rows.append(ids)
+        slices = token_budget_slices([len(r) for r in rows], LOCAL_TOKENS_PER_RUN)
+        return [vec for start, end in slices for vec in self._run(rows[start:end])]
+
+    def _run(self, rows: list[list[int]]) -> list[Any]:
+        """Mean-pooled vectors (unnormalised) of token id ``rows``, padded, in one run."""
         width = max(len(r) for r in rows)
         input_ids = np.zeros((len(rows), width), dtype=np.int64)
         mask = np.zeros((len(rows), width), dtype=np.int64)

@@ -77,3 +77,36 @@ def test_counting_tokens_does_not_load_the_model():
     emb = LocalEmbedder()
     assert emb.count_tokens("MOVER_STOP_TIMEOUT") > 3
     assert emb._session is None
+
+
+def test_token_budget_slices_bound_each_run():
+    from varaverk.embedding import token_budget_slices
+    assert token_budget_slices([], 2048) == []
+    assert token_budget_slices([64] * 32, 2048) == [(0, 32)]  # 32 x 64: one run
+    assert token_budget_slices([256] * 20, 2048) == [(0, 8), (8, 16), (16, 20)]
+    # The padded width is the longest row of the slice; a row over the budget runs alone.
+    assert token_budget_slices([10, 10, 700, 10, 3000, 5], 1024) == [(0, 2), (2, 3), (3, 4),
+                                                                      (4, 5), (5, 6)]
+    slices = token_budget_slices([100, 300, 200, 256, 256, 40, 256, 256, 256, 256], 1024)
+    assert slices[0][0] == 0 and slices[-1][1] == 10
+    assert all(a[1] == b[0] for a, b in zip(slices, slices[1:]))
+    lengths = [100, 300, 200, 256, 256, 40, 256, 256, 256, 256]
+    assert all((e - s) * max(lengths[s:e]) <= 1024 for s, e in slices)
+
+
+def test_a_batch_of_long_chunks_runs_in_slices_with_the_same_vectors(monkeypatch):
+    """32 chunks of 256 tokens: onnxruntime runs at most LOCAL_TOKENS_PER_RUN tokens at once
+    (its arena keeps the largest run: 1.9 GB resident indexing mkdocs-material), and every
+    vector is the one the chunk gets alone."""
+    import varaverk.embedding as embedding
+
+    emb = LocalEmbedder(batch_size=32)
+    texts = [f"section {i}: " + " ".join(f"word{i}x{j}" for j in range(300)) for i in range(32)]
+    emb._load()
+    runs = []
+    real_run = emb._run
+    monkeypatch.setattr(emb, "_run", lambda rows: runs.append(len(rows)) or real_run(rows))
+    together = emb.embed(texts).vectors
+    assert max(runs) * 256 <= embedding.LOCAL_TOKENS_PER_RUN and sum(runs) == 32
+    for text, vec in zip(texts[:4], together[:4]):
+        assert float(vec @ emb.embed_query(text)) > 0.9999

@@ -11,16 +11,20 @@ A secret is a value, found where homelab repositories hold them:
   API_KEY...) in env, compose, YAML (block and folded scalars too), INI, TOML and JSON, org
   property drawers and front matter; a weak name (bare ``key``, ``auth``, ``cookie``) only
   with a value that looks like a password;
+* ``directive value`` config lines under secret-named directives (redis.conf ``requirepass``,
+  keepalived ``auth_pass``, msmtp ``password``), Redis ACL ``>password`` rules;
 * credentials in URLs (an empty user, ``@`` in the password), htpasswd and crypt hashes, PEM
-  private keys, ``Bearer``/``Basic`` headers, ``mysql -pX``;
+  private keys, ``Bearer``/``Basic`` headers, passwords on command lines (``mysql -pX``,
+  ``redis-server --requirepass X``, ``redis-cli -a X``);
 * token shapes: detect-secrets' maintained per-vendor patterns (AWS, GitHub, GitLab, Slack,
   Stripe, OpenAI, JWT, PyPI, npm, SendGrid, Telegram, Discord...) plus a few of our own;
 * long high-entropy strings (``shapes.looks_random``) that are no name, digest, id or public
   key.
 
-Not secrets: key names, references (``${VAR}``, ``{{ .Values.x }}``, ``secretKeyRef``, vault
-paths), placeholders, command-line options, URLs without credentials, durations, names of the
-place a secret is kept, certificates and public keys. ``tests/security/masking_shapes.py``
+Not secrets: key names, references (``${VAR}``, ``{{ .Values.x }}``, ``#{ENV[..]}``,
+``secretKeyRef``, vault paths), placeholders, command-line options, URLs without credentials,
+durations, addresses, names of the place a secret is kept (a key its comment calls a name),
+certificates and public keys. ``tests/security/masking_shapes.py``
 holds the table of shapes (README.md shows it), tested row by row in both directions.
 
 The modules, each importing only those above it:

@@ -15,10 +15,11 @@ from typing import NamedTuple
 from varaverk.masking.blocks import BLOCK_SCALAR, mask_blocks
 from varaverk.masking.layout import DRAWER_LINE, Layout, inline_code
 from varaverk.masking.shapes import (BEARER, CLI_PASSWORD, CRYPT_HASH, DOC_URL_CREDS, MASK,
-                                     cli_value, looks_random, token_shapes)
+                                     REDIS_PASSWORD, cli_value, looks_random, token_shapes)
 from varaverk.masking.values import (EXAMPLE, FILLER, SECRETISH, URL, base64_text,
-                                     example_looking, key_role, key_words, secret_value,
-                                     stands_in)
+                                     directive_role, documented_as_name,
+                                     example_looking, key_words,
+                                     key_role, secret_value, stands_in)
 
 
 class MaskedText(NamedTuple):
@@ -144,7 +145,7 @@ class _Line:
         """Mask ``text[start:end]``; ``value`` (when the shape allows it) may be an example."""
         self.spans.add(start, end)
         # Documentation: a code block of prose, or a comment (a template's "#password: x").
-        documented = self.layout.prose_kind and self.in_code(start) \
+        documented = self.layout.prose_kind and (self.in_code(start) or self.layout.explains) \
             or any(c in self.text[:self.lead] for c in "#;") or "//" in self.text[:self.lead]
         # "'$pbkdf2...'  # The digest of 'insecure_secret'": the comment says it is made up.
         example = value is not None and documented and (example_looking(value) or (
@@ -193,12 +194,16 @@ def _mask_shapes(ln: _Line, long_run: bool) -> None:
         pw = m.group("pw")
         if not stands_in(pw) and ln.free(m.start("pw"), m.end("pw")):
             ln.take(m.start("pw"), m.end("pw"), "credentials in a URL", pw)
-    for m in CLI_PASSWORD.finditer(text) if "-p" in text or "-u" in text else ():
+    for m in CLI_PASSWORD.finditer(text) if _cli_hint(text) else ():
         group = cli_value(m)
         value = m.group(group).rstrip(".,;:)")  # "sshpass -p SECRET." in a sentence
         start, end = m.start(group), m.start(group) + len(value)
         if not stands_in(value) and ln.free(start, end):
             ln.take(start, end, "password on a command line", value)
+    for m in REDIS_PASSWORD.finditer(text) if ">" in text or "auth-pass" in text else ():
+        group = "acl" if m.group("acl") is not None else "sentinel"
+        if not stands_in(m.group(group)) and ln.free(m.start(group), m.end(group)):
+            ln.take(m.start(group), m.end(group), "Redis password", m.group(group))
     if not long_run:
         return
     for m in token_shapes(True).finditer(text):
@@ -264,11 +269,51 @@ def _mask_pairs(ln: _Line) -> None:
         prose = ln.layout.mode[ln.number] == "prose" and not ln.in_code(start)
         if BLOCK_SCALAR.fullmatch(value.strip()) or not quoted and len(value) >= _MAX_VALUE:
             continue  # on the next lines (``mask_blocks``); text, not a password
-        if secret_value(value, role, key_words(key), quoted, prose, whole_line):
+        if secret_value(value, role, key_words(key), quoted, prose, whole_line, key) \
+                and not documented_as_name(value, ln.layout.comment_above(ln.number)):
             ln.take(start, end, key, value)
             meta = ln.layout.mode[ln.number] == "meta" and not DRAWER_LINE.match(ln.text)
             if meta and not quoted:
                 ln.quoted.add(start)  # front matter is YAML: a bare [masked] is a list
+
+
+# A config line "directive value" with no ":" or "=" (redis.conf ``requirepass X``, keepalived
+# ``auth_pass X``, msmtprc ``password X``, a commented-out one too): one value, then at most
+# nginx's ";" and a comment.
+_DIRECTIVE = re.compile(r"(?P<lead>[ \t]*(?:[#;][ \t]*)?)(?P<key>[A-Za-z_][\w-]{0,60})[ \t]+"
+                        r"(?P<value>\"[^\"]*\"|'[^']*'|[^\s\"'#;]+)[ \t]*;?(?:[ \t]+#.*)?\r?")
+def _cli_hint(text: str) -> bool:
+    """Whether a command of ``CLI_PASSWORD`` or a Redis ACL rule may be on the line (a fast
+    test before them; sentinel's ``auth-pass`` holds "-p")."""
+    return "-p" in text or "-u" in text or "redis-" in text or "mosquitto_" in text \
+        or " >" in text and ("user" in text or "SETUSER" in text)
+
+
+def _directive(line: str) -> re.Match | None:
+    """A ``directive value`` line whose directive may name a secret, or None."""
+    words = line.split(None, 3)
+    if len(words) < 2 or len(words) > 3 and " #" not in line:
+        return None  # one word, or a sentence (the common case, skipped fast)
+    m = _DIRECTIVE.fullmatch(line)
+    return m if m and directive_role(m.group("key")) else None
+
+
+def _mask_directive(ln: _Line, m: re.Match) -> None:
+    """The value of a ``directive value`` config line whose directive names a secret."""
+    key = m.group("key")
+    role = directive_role(key)  # not "": ``_directive`` found the line
+    commented = bool(m.group("lead").strip())
+    if ln.layout.mode[ln.number] != "code" and commented:
+        return  # a Markdown heading ("# Password reset"), an org keyword
+    if commented or ln.layout.mode[ln.number] != "code":
+        # A line of text ("# password database."): only a value that looks like a password.
+        role = role and "weak"
+    quoted = m.group("value")[0] in "\"'"
+    start, end = m.start("value") + quoted, m.end("value") - quoted
+    value = ln.text[start:end]
+    if role and ln.free(start, end) \
+            and secret_value(value, role, key_words(key), quoted, False, True, key):
+        ln.take(start, end, key, value)
 
 
 def _public(ln: _Line, start: int) -> bool:
@@ -342,13 +387,16 @@ def _masked_lines(text: str, depth: int = 0, kind: str = "", mask: str = MASK) -
             continue
         long_run = _LONG_RUN.search(line) is not None
         keyed = ("=" in line or ":" in line) and SECRETISH.search(line.lower()) is not None
+        directive = _directive(line)
         if not (long_run or keyed or "$" in line or "{" in line or "://" in line
-                or "-p" in line or "-u" in line):
+                or _cli_hint(line) or directive):
             continue  # most lines of prose: nothing any rule could match
         ln = _Line(line, number, layout, mask)
         _mask_shapes(ln, long_run)
         if keyed:
             _mask_pairs(ln)
+        if directive:
+            _mask_directive(ln, directive)
         if long_run:
             _mask_random(ln, depth)
         if ln.spans:

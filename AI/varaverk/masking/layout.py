@@ -14,6 +14,9 @@ from varaverk.masking.values import key_words
 # is a sentence, and a masked example-looking value inside a code block is a documentation
 # example.
 PROSE_KINDS = frozenset({"readme", "manual", "doc", "note", "org", "chat", "header"})
+# A script's header is its help text, never where it reads its settings: an example-looking
+# value anywhere in it is a documentation example (a README or a note may hold a real one).
+EXPLAINING_KINDS = frozenset({"header"})
 
 
 # -- where a line stands in its document --------------------------------------------------------
@@ -21,6 +24,7 @@ PROSE_KINDS = frozenset({"readme", "manual", "doc", "note", "org", "chat", "head
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _ORG_BLOCK = re.compile(r"^\s*#\+(begin|end)_(src|example)\b", re.I)
 DRAWER_LINE = re.compile(r"^\s*:[A-Za-z_][\w+-]*:(\s|$)")
+_COMMENT = re.compile(r"\s*(?:#+|//+|;+)")
 LEADING_KEY = re.compile(r"^(\s*)(?:-\s+)?[\"']?([^\"':\s{}\[\]][^\"':{}\[\]]{0,80}?)[\"']?"
                          r"\s*:(?:\s|$)")
 
@@ -31,6 +35,7 @@ class Layout:
 
     def __init__(self, lines: list[str], kind: str):
         self.prose_kind = kind in PROSE_KINDS
+        self.explains = kind in EXPLAINING_KINDS
         self.mode = ["code"] * len(lines) if not self.prose_kind else self._modes(lines)
         self.lines = lines
         self._parents_of: list[frozenset[str]] | None = None
@@ -79,6 +84,16 @@ class Layout:
             if ":" in line and (m := LEADING_KEY.match(line)):
                 stack.append((indent, above.union(key_words(m.group(2)))))
         return out
+
+    def comment_above(self, number: int, most: int = 4) -> str:
+        """The comment lines right above line ``number`` (``#``, ``//``, ``;``; at most
+        ``most``, nearest last), joined by spaces: what a configuration key is documented as."""
+        block: list[str] = []
+        k = number - 1
+        while k >= 0 and len(block) < most and (m := _COMMENT.match(self.lines[k])):
+            block.insert(0, self.lines[k][m.end():].strip())
+            k -= 1
+        return " ".join(block)
 
     def in_code(self, number: int, pos: int, spans: list[tuple[int, int]]) -> bool:
         """Whether ``pos`` of line ``number`` is code: a code line, or inside one of the

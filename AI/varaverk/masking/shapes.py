@@ -46,8 +46,19 @@ CLI_PASSWORD = re.compile(
     r"|(?P<pre2>\bsshpass\s+-p\s*)(?P<value2>[^\s`]+)"
     r"|(?P<pre3>\b(?:docker|podman|nerdctl|helm|skopeo|buildah|oras)\s+(?:registry\s+)?login"
     r"\b[^\n|;&]*?\s(?:-p|--password)(?:\s+|=))(?P<value3>[^\s'\"`]+)"
-    r"|(?P<pre4>\bcurl\b[^\n|;&]*?\s(?:-u|--user)\s*['\"]?[^\s:'\"]+:)(?P<value4>[^\s'\"`]+)")
-CLI_VALUES = ("value", "value2", "value3", "value4")
+    r"|(?P<pre4>\bcurl\b[^\n|;&]*?\s(?:-u|--user)\s*['\"]?[^\s:'\"]+:)(?P<value4>[^\s'\"`]+)"
+    # redis-server --requirepass X, redis-cli -a X, mosquitto_pub -P X; also as a compose
+    # command's list ("--requirepass", "X").
+    r"|(?P<pre5>(?:\bredis-server\b[^\n|;&]*?[\s\"',](?:--requirepass|--masterauth)"
+    r"|\bredis-cli\b[^\n|;&]*?[\s\"',](?:-a|--pass)"
+    r"|\bmosquitto_(?:pub|sub|rr)\b[^\n|;&]*?[\s\"',]-P)(?:\s+|=|[\"']\s*,\s*[\"']))"
+    r"(?P<value5>[^\s'\"`,\]]+)")
+CLI_VALUES = ("value", "value2", "value3", "value4", "value5")
+# Redis: an ACL rule's ">password" (redis.conf ``user alice on >pw ~* +@all``, ``ACL SETUSER``)
+# and sentinel's ``sentinel auth-pass <master> <password>``.
+REDIS_PASSWORD = re.compile(
+    r"(?:^[ \t#]*user|\bACL\s+SETUSER)\s+\S+(?:\s+[^\s>]\S*)*?\s+>(?P<acl>[^\s'\"`]+)"
+    r"|\bsentinel\s+auth-pass\s+\S+\s+(?P<sentinel>[^\s'\"`]+)", re.I)
 
 
 def cli_value(m: re.Match) -> str:
@@ -140,7 +151,7 @@ def mask_url_credentials(value: str, mask: str = REDACTED) -> str:
 # "$$" is a compose file's escaped "$" (traefik basicauth labels).
 CRYPT_HASH = re.compile(
     r"(?<![\w$])(?:\$\$?(?:1|2[abxy]?|5|6|apr1|y|gy|7|md5|sha1)\$[./A-Za-z0-9$=,]{8,}"
-    r"|\$(?:argon2(?:id|i|d)|pbkdf2(?:-sha\d+)?|scrypt|bcrypt-sha256)\$[./A-Za-z0-9$=,+-]{16,}"
+    r"|\$\$?(?:argon2(?:id|i|d)|pbkdf2(?:-sha\d+)?|scrypt|bcrypt-sha256)\$[./A-Za-z0-9$=,+-]{16,}"
     r"|pbkdf2_sha(?:1|256|512)\$\d+\$[A-Za-z0-9+/=.$]{8,}"
     r"|\{(?:SSHA|SHA|SSHA256|SSHA512|CRYPT|MD5|SMD5)\}[A-Za-z0-9+/=.$]{8,})")
 # Credentials in a URL: the password runs to the last "@" before the host ("p@ss@db").
