@@ -125,7 +125,7 @@ class TableCache:
     ids: np.ndarray                 # int64 (n,), ascending (the table is in id order)
     kinds: Column                   # per row, each a Python str when read (the ranking loop)
     sections: Column                # upper case
-    titles: Column
+    titles: Sequence[str]           # the table's ``RowTitles`` (each read when first asked for)
     # int64 (n,) per row: its file's number (empty when the table has no paths)
     file_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     preload: bool = False
@@ -170,8 +170,7 @@ class TableCache:
             ids=ids,
             kinds=Column(np.asarray(table.kinds)),
             sections=Column(sections_upper),
-            titles=Column(np.asarray(table.titles)) if table.titles is not None else Column(
-                np.zeros(0, dtype=str)),
+            titles=table.titles if table.titles is not None else Column(np.zeros(0, dtype=str)),
             file_of=file_of,
             preload=preload,
         )
