@@ -140,3 +140,32 @@ def test_rows_read_in_batches_match_a_row_by_row_read(tmp_path, monkeypatch):
     assert table.paths.tolist() == [r[5] for r in good]
     assert titles == [r[3] for r in good]
     assert some == [good[4][3], good[0][3], good[-1][3]]
+
+
+def test_a_utf16_index_reads_the_same_vectors_and_document_sizes(tmp_path):
+    # Its BLOBs would change if passed through text: every batch is read row by row, and
+    # FTS5's document sizes through hex.
+    path = tmp_path / "index.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA encoding = 'UTF-16le'")
+    conn.execute("CREATE TABLE made_first (x)")
+    conn.commit()
+    conn.close()
+    rows = _rows(7)
+    rows[3] = (replace(rows[3][0], section="Straße › Ports"), rows[3][1])
+    with Index.open(path) as index:
+        index.write(IndexChanges(new_chunks=rows, embedder=("t", "m", 4)))
+        table = index.vector_table()
+        ids, lengths = index.fts_doc_lengths()
+        conn = sqlite3.connect(path)
+        assert conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-16le"
+        stored = conn.execute("SELECT id, section, vec FROM chunks ORDER BY id").fetchall()
+        conn.close()
+    assert table.ids.tolist() == ids.tolist() == [r[0] for r in stored]
+    assert table.sections.tolist() == [r[1] for r in stored]
+    np.testing.assert_array_equal(table.matrix, np.stack([np.frombuffer(r[2], "<f4")
+                                                          for r in stored]))
+    with Index.open(tmp_path / "utf8.sqlite") as index:   # the same chunks, UTF-8
+        index.write(IndexChanges(new_chunks=rows, embedder=("t", "m", 4)))
+        assert lengths.tolist() == index.fts_doc_lengths()[1].tolist()
+    assert (lengths > 0).all()
