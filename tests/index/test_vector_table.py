@@ -138,6 +138,10 @@ def test_rows_read_in_batches_match_a_row_by_row_read(tmp_path, monkeypatch):
     assert "Odd\x1fone" in table.sections.tolist()
     assert table.kinds.tolist() == [r[1] for r in good]
     assert table.paths.tolist() == [r[5] for r in good]
+    # paths and sections held as distinct values and a number per row
+    assert np.asarray(table.paths).tolist() == [r[5] for r in good]
+    assert table.sections[1] == good[1][2] and type(table.sections[1]) is str
+    assert table.paths.distinct.size == len({r[5] for r in good})
     assert titles == [r[3] for r in good]
     assert some == [good[4][3], good[0][3], good[-1][3]]
 

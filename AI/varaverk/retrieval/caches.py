@@ -40,16 +40,14 @@ LABELS_IN_MEMORY = 20000
 _MISSING = object()
 
 
-def _upper(sections: np.ndarray, numbers: np.ndarray | None) -> np.ndarray:
+def _upper(sections: Sequence[str], numbers: np.ndarray | None) -> np.ndarray:
     """str (n,): ``sections`` in upper case, each distinct one upper-cased once (with
     ``numbers``, the table's ``section_numbers``, without comparing strings). str.upper,
     never np.char.upper: that one keeps the array's width and cuts a name whose upper case
     is longer ("Straße" -> "STRASS" when it is the longest)."""
-    if numbers is None or len(numbers) != len(sections):
-        distinct, numbers = np.unique(sections, return_inverse=True)
-    else:
-        _, first = np.unique(numbers, return_index=True)
-        distinct = sections[first]
+    distinct = getattr(sections, "distinct", None)     # a NumberedColumn's
+    if distinct is None or numbers is None or len(numbers) != len(sections):
+        distinct, numbers = np.unique(np.asarray(sections), return_inverse=True)
     return np.array([s.upper() for s in distinct.tolist()] or [""],
                     dtype=str)[numbers.reshape(-1)]
 
@@ -162,7 +160,7 @@ class TableCache:
                 file_of = np.fromiter(
                     (numbers.setdefault(str(p), len(numbers)) for p in np.asarray(paths).tolist()),
                     dtype=np.int64, count=len(ids))
-        sections_upper = _upper(np.asarray(table.sections), table.section_numbers)
+        sections_upper = _upper(table.sections, table.section_numbers)
         return cls(
             index=index,
             table=table,

@@ -32,14 +32,14 @@ class VectorTable(NamedTuple):
         ids: chunk ids, int64 ``(n,)``.
         matrix: float32 ``(n, dim)``, C-contiguous, rows L2-normalised (cosine = dot product).
         kinds: the chunk kinds, ``(n,)`` str array aligned with ``ids``.
-        sections: the chunk sections, ``(n,)`` str array aligned with ``ids``.
+        sections: the chunk sections aligned with ``ids``, a ``NumberedColumn``.
         dimension: ``dim``; backend and model: the embedder that made the vectors.
         excluded: ids of stored rows left out (zero, non-finite or wrong-length vectors).
         titles: the chunk titles aligned with ``ids``, a ``RowTitles`` (each read when first
             asked for; search ranks on them before reading any chunk text), or None.
         sources: the chunks' source names, ``(n,)`` str array aligned with ``ids``.
-        paths: the chunks' file paths, ``(n,)`` str array aligned with ``ids`` (per-file score
-            aggregation).
+        paths: the chunks' file paths aligned with ``ids``, a ``NumberedColumn`` (per-file
+            score aggregation).
         path_numbers, section_numbers: int64 ``(n,)``, each row's path (section) numbered in
             order of first appearance (the first row's is 0), when the reader made them: a
             file's or section's rows found without comparing strings.
@@ -48,14 +48,14 @@ class VectorTable(NamedTuple):
     ids: "np.ndarray"
     matrix: "np.ndarray"
     kinds: "np.ndarray"
-    sections: "np.ndarray"
+    sections: "NumberedColumn | np.ndarray"
     dimension: int
     backend: str
     model: str
     excluded: tuple[int, ...] = ()
     titles: "RowTitles | None" = None
     sources: "np.ndarray | None" = None
-    paths: "np.ndarray | None" = None
+    paths: "NumberedColumn | np.ndarray | None" = None
     path_numbers: "np.ndarray | None" = None
     section_numbers: "np.ndarray | None" = None
 
@@ -159,21 +159,21 @@ def read_vector_table(conn, meta: dict[str, str],
     if not keep.all():
         excluded += ids[~keep].tolist()
         ids, matrix = ids[keep], matrix[keep]
-    kinds, sections, sources, paths = (n.values(keep) for n in numbered)
+    kinds, sections, sources, paths = (NumberedColumn(*n.values(keep)) for n in numbered)
     return VectorTable(
         ids=ids,
         matrix=np.ascontiguousarray(matrix, dtype=np.float32),
-        kinds=kinds[0],
-        sections=sections[0],
+        kinds=np.asarray(kinds),
+        sections=sections,
         dimension=dim,
         backend=meta.get("embed_backend", ""),
         model=meta.get("embed_model", ""),
         excluded=tuple(sorted(excluded)),
         titles=None if read_titles is None else RowTitles(ids, read_titles),
-        sources=sources[0],
-        paths=paths[0],
-        path_numbers=paths[1],
-        section_numbers=sections[1],
+        sources=np.asarray(sources),
+        paths=paths,
+        path_numbers=paths.numbers,
+        section_numbers=sections.numbers,
     )
 
 
@@ -277,8 +277,8 @@ class _Numbering:
                                         count=len(values)))
 
     def values(self, keep: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
-        """``(str array, int64 numbers renumbered in order of first appearance)`` of the
-        rows ``keep`` leaves (bool, one per row read)."""
+        """``(distinct values str (d,), int64 (n,) each row's value's number in order of first
+        appearance)`` of the rows ``keep`` leaves (bool, one per row read)."""
         import numpy as np
 
         numbers = (np.concatenate(self.numbers) if self.numbers
@@ -289,7 +289,37 @@ class _Numbering:
             order = np.argsort(first)
             distinct = distinct[held[order]]
             numbers = np.argsort(order)[numbers.reshape(-1)]
-        return distinct[numbers], numbers
+        return distinct, numbers
+
+
+class NumberedColumn(Sequence[str]):
+    """A string column of the vector table held as its distinct values and one number per
+    row (a str array of every row costs the longest value's width on each).
+
+    ``distinct``: str (d,); ``numbers``: int64 (n,), each row's index into ``distinct``.
+    ``np.asarray`` of it is the str array of every row.
+    """
+
+    __slots__ = ("distinct", "numbers")
+
+    def __init__(self, distinct: "np.ndarray", numbers: "np.ndarray") -> None:
+        self.distinct = distinct
+        self.numbers = numbers
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def __getitem__(self, row):
+        found = self.distinct[self.numbers[row]]
+        return str(found) if found.ndim == 0 else found
+
+    def __array__(self, dtype=None, copy=None) -> "np.ndarray":
+        values = self.distinct[self.numbers]
+        return values if dtype is None else values.astype(dtype)
+
+    def tolist(self) -> list[str]:
+        """Every row's value, in row order."""
+        return self.distinct[self.numbers].tolist()
 
 
 class RowTitles(Sequence[str]):
