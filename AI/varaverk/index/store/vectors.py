@@ -206,7 +206,11 @@ def _vector_block(conn, dim: int, numbered: tuple["_Numbering", ...]
     import numpy as np
 
     total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] if dim else 0
-    matrix = np.empty((total, dim), dtype="<f4")
+    # Not np.empty: numpy asks the kernel to back a large array with huge pages, and a host
+    # that compacts memory for them on demand (transparent_hugepage defrag "madvise") spent
+    # several times the copy itself faulting them in (bench_opening); a bytearray's pages
+    # are plain ones, and the dense product over them costs the same.
+    matrix = np.frombuffer(bytearray(total * dim * 4), dtype="<f4").reshape(total, dim)
     ids = np.empty(total, dtype=np.int64)
     excluded: list[int] = []
     whole = conn.execute("PRAGMA encoding").fetchone()[0].upper() == "UTF-8"
