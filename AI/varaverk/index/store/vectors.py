@@ -1,7 +1,7 @@
 """The vector side of the index: which vectors may be stored and ranked, how they are stored
 (BLOBs), and how they are read back as one matrix for numpy scoring (``VectorTable``): the
-vectors in batches of one aggregate row each, the short string columns ranking filters on in
-one grouped query, and titles only for the rows a question ranks (``RowTitles``).
+vectors and the short string columns ranking filters on in batches of one aggregate row each,
+and titles only for the rows a question ranks (``RowTitles``).
 
 Vector validity, the one home: a vector may be stored and ranked when every value is finite
 and its L2 norm is finite and above ``MIN_NORM`` (a float32 vector that cannot be told from
