@@ -3,7 +3,7 @@
 Run on demand (not part of the unit suite)::
 
     python -m tests.benchmarks.bench_opening [--sizes 100000,1000000] [--rounds 5]
-        [--keep DIR]
+        [--keep DIR] [--warm 50]
 
 Per size, an index of n synthetic chunks (384-d unit vectors, 30-word texts, labelled like a
 homelab's docs: file names, heading trails, titles) is written straight into a new index
@@ -23,6 +23,11 @@ seconds (steadier than wall time on a shared host) and wall seconds, medians ove
 and memory per chunk: the resident set after the answer minus before opening (``steady``)
 and the peak minus before opening (``peak``), in KB (1,000 bytes) per chunk. Targets (issue
 25): project CPU ≤ 1.5× the floor, steady memory ≤ 2.0 KB per chunk at 1M.
+
+``--warm N`` then asks N warm questions in each child (medians of wall ms): the project's
+hybrid search beside two floors, dense scoring with top 5 alone (``bench_scoring``'s), and that plus
+an FTS5 MATCH of the same question (the lexical half answered by SQLite alone). Target
+(issue 25): hybrid ≤ 1.1× the numpy floor at 100k and 1M.
 """
 
 from __future__ import annotations
@@ -103,8 +108,11 @@ def _rss() -> int:
         return int(f.read().split()[1]) * resource.getpagesize()
 
 
-def child(kind: str, path: str) -> dict:
-    """Run one measured opening in this process: ``floor`` or ``project``."""
+def child(kind: str, path: str, warm: int = 0) -> dict:
+    """Run one measured opening in this process: ``floor`` or ``project``; then, with
+    ``warm``, that many warm questions (``WARM``): the floor times its matrix-vector product
+    with top 5 and an FTS5 MATCH of each question (``Index.fts_search``, top 40), the project
+    its hybrid search."""
     q = np.random.default_rng(4).standard_normal(DIM).astype(np.float32)
     q /= np.linalg.norm(q)
     if kind == "project":
@@ -124,17 +132,50 @@ def child(kind: str, path: str) -> dict:
         found = np.argpartition(-scores, 5)[:5].tolist()
     else:
         index = Index.open(path, readonly=True)
-        found = [h.chunk.id for h in Retriever(settings, index, FixedEmbedder(q)).search(
-            QUESTION, 5)]
+        retriever = Retriever(settings, index, FixedEmbedder(q))
+        found = [h.chunk.id for h in retriever.search(QUESTION, 5)]
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"cpu": cpu, "wall": wall, "steady": _rss() - before, "peak": peak - before,
-            "found": len(found)}
+    out = {"cpu": cpu, "wall": wall, "steady": _rss() - before, "peak": peak - before,
+           "found": len(found)}
+    if warm:
+        if kind == "floor":
+            from varaverk.index.store.index import Index
+            from varaverk.retrieval.scoring import dense_scores, top_k
+            index = Index.open(path, readonly=True)
+            # the dense floor as bench_scoring's: a BLAS matrix-vector product wakes its
+            # thread pool every call, and under load costs several times this
+            out["dense_ms"] = _median_ms(lambda i: top_k(dense_scores(matrix, q), 5), warm)
+            out["match_ms"] = _median_ms(lambda i: index.fts_search(WARM[i % 3], 40), warm)
+        else:
+            out["hybrid_ms"] = _median_ms(lambda i: retriever.search(WARM[i % 3], 5), warm)
+    return out
 
 
-def measure(kind: str, path: Path) -> dict:
+# The warm questions (``--warm``), asked in turn after the first (the steady state of a
+# long-lived process; bench_scoring's "repeat words").
+WARM = ("what stops rsync and the mover running at once",
+        "How long is the snapshot timeout by default?",
+        "Why does the backup restore port w17 use w2999?")
+
+
+def _median_ms(fn, rounds: int) -> float:
+    """Median wall ms of ``fn(i)`` over ``rounds`` calls after one warm-up call each of the
+    three warm questions."""
+    for i in range(3):
+        fn(i)
+    times = []
+    for i in range(rounds):
+        t = time.perf_counter()
+        fn(i)
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+
+
+def measure(kind: str, path: Path, warm: int = 0) -> dict:
     out = subprocess.run([sys.executable, "-m", "tests.benchmarks.bench_opening", "--child",
-                          kind, str(path)], check=True, capture_output=True, text=True)
+                          kind, str(path), str(warm)], check=True, capture_output=True,
+                         text=True)
     return json.loads(out.stdout)
 
 
@@ -143,10 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="100000")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--keep", type=Path, help="folder to keep (and reuse) the synthetic indexes")
-    p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    p.add_argument("--warm", type=int, default=0,
+                   help="after the first question, time this many warm ones (and their floors)")
+    p.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        print(json.dumps(child(*args.child)))
+        print(json.dumps(child(args.child[0], args.child[1], int(args.child[2]))))
         return 0
     print("| chunks | floor CPU s | project CPU s | ratio | floor wall s | project wall s |"
           " project KB/chunk steady, peak | floor KB/chunk steady, peak | load avg |")
@@ -164,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             runs: dict[str, list[dict]] = {"floor": [], "project": []}
             for _ in range(args.rounds):
                 for kind in runs:
-                    runs[kind].append(measure(kind, path))
+                    runs[kind].append(measure(kind, path, args.warm))
 
             def med(kind: str, key: str) -> float:
                 return statistics.median(r[key] for r in runs[kind])
@@ -176,6 +219,12 @@ def main(argv: list[str] | None = None) -> int:
                   f" {ratio:.2f} (≤ 1.5: {'ok' if ratio <= 1.5 else 'MISSED'}) |"
                   f" {med('floor', 'wall'):.2f} | {med('project', 'wall'):.2f} | {kb('project')} |"
                   f" {kb('floor')} | {load_average()} |", flush=True)
+            if args.warm:
+                dense, match = med("floor", "dense_ms"), med("floor", "match_ms")
+                hybrid = med("project", "hybrid_ms")
+                print(f"|  warm hybrid at {n}: {hybrid:.2f} ms; floors: dense {dense:.2f} ms"
+                      f" ({hybrid / dense:.2f}x), dense + FTS5 MATCH {dense + match:.2f} ms"
+                      f" ({hybrid / (dense + match):.2f}x) |", flush=True)
     return 0
 
 

@@ -47,6 +47,10 @@ def test_unusable_rows_are_left_out_and_the_numbered_columns_stay_aligned(tmp_pa
     with Index.open(path) as index:
         index.write(IndexChanges(new_chunks=rows[4:], embedder=("t", "m", 4)))
         table = index.vector_table()
+        cache = TableCache.of(index, table)
+        # titles are read from the open index, each when first asked for
+        last_title = cache.titles[len(table.ids) - 1]
+        titles = table.titles.tolist()
         conn = sqlite3.connect(path)
         stored = conn.execute("SELECT id, kind, section, title, source, path, vec FROM chunks "
                               "ORDER BY id").fetchall()
@@ -56,7 +60,7 @@ def test_unusable_rows_are_left_out_and_the_numbered_columns_stay_aligned(tmp_pa
     assert table.ids.tolist() == [r[0] for r in good]
     assert table.kinds.tolist() == [r[1] for r in good]
     assert table.sections.tolist() == [r[2] for r in good]
-    assert table.titles.tolist() == [r[3] for r in good]
+    assert titles == [r[3] for r in good]
     assert table.sources.tolist() == [r[4] for r in good]
     assert table.paths.tolist() == [r[5] for r in good]
     np.testing.assert_array_equal(table.matrix, np.stack([np.frombuffer(r[6], "<f4")
@@ -66,11 +70,10 @@ def test_unusable_rows_are_left_out_and_the_numbered_columns_stay_aligned(tmp_pa
     assert table.path_numbers.tolist() == [first.setdefault(r[5], len(first)) for r in good]
     first = {}
     assert table.section_numbers.tolist() == [first.setdefault(r[2], len(first)) for r in good]
-    cache = TableCache.of(None, table)
     assert cache.file_of.tolist() == table.path_numbers.tolist()
     assert cache.sections_upper.tolist() == [r[2].upper() for r in good]
     assert [cache.sections[i] for i in range(len(good))] == [r[2].upper() for r in good]
-    assert type(cache.titles[0]) is str and cache.titles[len(good) - 1] == good[-1][3]
+    assert type(last_title) is str and last_title == good[-1][3]
 
 
 def test_an_index_without_chunks_reads_an_empty_table(tmp_path):
@@ -102,3 +105,71 @@ def test_document_sizes_of_the_wrong_count_are_refused(tmp_path):
     with pytest.raises(ValueError, match="7 FTS5 document sizes for 3 rows"):
         fts.doc_lengths(conn)
     conn.close()
+
+
+def test_rows_read_in_batches_match_a_row_by_row_read(tmp_path, monkeypatch):
+    # Several batches, BLOBs holding zero bytes, a wrong-length BLOB inside a batch and a
+    # section holding the batches' string separator (its batch is read row by row).
+    from varaverk.index.store import vectors
+
+    monkeypatch.setattr(vectors, "VECTOR_BATCH", 3)
+    path = tmp_path / "index.sqlite"
+    rows = _rows(8)
+    rows[2] = (rows[2][0], np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32))
+    rows[5] = (replace(rows[5][0], section="Odd\x1fone"), rows[5][1])
+    with Index.open(path) as index:
+        index.write(IndexChanges(new_chunks=rows[:6], embedder=("t", "m", 4)))
+    _insert(path, "Short", "short.md", np.ones(3, "<f4").tobytes())
+    with Index.open(path) as index:
+        index.write(IndexChanges(new_chunks=rows[6:], embedder=("t", "m", 4)))
+        table = index.vector_table()
+        titles = table.titles.tolist()
+        some = [table.titles[i] for i in (4, 0, -1)]
+    conn = sqlite3.connect(path)
+    stored = conn.execute("SELECT id, kind, section, title, source, path, vec FROM chunks "
+                          "ORDER BY id").fetchall()
+    conn.close()
+    good = [r for r in stored if r[5] != "short.md"]
+    assert table.excluded == tuple(r[0] for r in stored if r[5] == "short.md")
+    assert table.ids.tolist() == [r[0] for r in good]
+    np.testing.assert_array_equal(table.matrix, np.stack([np.frombuffer(r[6], "<f4")
+                                                          for r in good]))
+    assert table.sections.tolist() == [r[2] for r in good]
+    assert "Odd\x1fone" in table.sections.tolist()
+    assert table.kinds.tolist() == [r[1] for r in good]
+    assert table.paths.tolist() == [r[5] for r in good]
+    # paths and sections held as distinct values and a number per row
+    assert np.asarray(table.paths).tolist() == [r[5] for r in good]
+    assert table.sections[1] == good[1][2] and type(table.sections[1]) is str
+    assert table.paths.distinct.size == len({r[5] for r in good})
+    assert titles == [r[3] for r in good]
+    assert some == [good[4][3], good[0][3], good[-1][3]]
+
+
+def test_a_utf16_index_reads_the_same_vectors_and_document_sizes(tmp_path):
+    # Its BLOBs would change if passed through text: every batch is read row by row, and
+    # FTS5's document sizes through hex.
+    path = tmp_path / "index.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA encoding = 'UTF-16le'")
+    conn.execute("CREATE TABLE made_first (x)")
+    conn.commit()
+    conn.close()
+    rows = _rows(7)
+    rows[3] = (replace(rows[3][0], section="Straße › Ports"), rows[3][1])
+    with Index.open(path) as index:
+        index.write(IndexChanges(new_chunks=rows, embedder=("t", "m", 4)))
+        table = index.vector_table()
+        ids, lengths = index.fts_doc_lengths()
+        conn = sqlite3.connect(path)
+        assert conn.execute("PRAGMA encoding").fetchone()[0] == "UTF-16le"
+        stored = conn.execute("SELECT id, section, vec FROM chunks ORDER BY id").fetchall()
+        conn.close()
+    assert table.ids.tolist() == ids.tolist() == [r[0] for r in stored]
+    assert table.sections.tolist() == [r[1] for r in stored]
+    np.testing.assert_array_equal(table.matrix, np.stack([np.frombuffer(r[2], "<f4")
+                                                          for r in stored]))
+    with Index.open(tmp_path / "utf8.sqlite") as index:   # the same chunks, UTF-8
+        index.write(IndexChanges(new_chunks=rows, embedder=("t", "m", 4)))
+        assert lengths.tolist() == index.fts_doc_lengths()[1].tolist()
+    assert (lengths > 0).all()

@@ -40,16 +40,14 @@ LABELS_IN_MEMORY = 20000
 _MISSING = object()
 
 
-def _upper(sections: np.ndarray, numbers: np.ndarray | None) -> np.ndarray:
+def _upper(sections: Sequence[str], numbers: np.ndarray | None) -> np.ndarray:
     """str (n,): ``sections`` in upper case, each distinct one upper-cased once (with
     ``numbers``, the table's ``section_numbers``, without comparing strings). str.upper,
     never np.char.upper: that one keeps the array's width and cuts a name whose upper case
     is longer ("Straße" -> "STRASS" when it is the longest)."""
-    if numbers is None or len(numbers) != len(sections):
-        distinct, numbers = np.unique(sections, return_inverse=True)
-    else:
-        _, first = np.unique(numbers, return_index=True)
-        distinct = sections[first]
+    distinct = getattr(sections, "distinct", None)     # a NumberedColumn's
+    if distinct is None or numbers is None or len(numbers) != len(sections):
+        distinct, numbers = np.unique(np.asarray(sections), return_inverse=True)
     return np.array([s.upper() for s in distinct.tolist()] or [""],
                     dtype=str)[numbers.reshape(-1)]
 
@@ -125,7 +123,7 @@ class TableCache:
     ids: np.ndarray                 # int64 (n,), ascending (the table is in id order)
     kinds: Column                   # per row, each a Python str when read (the ranking loop)
     sections: Column                # upper case
-    titles: Column
+    titles: Sequence[str]           # the table's ``RowTitles`` (each read when first asked for)
     # int64 (n,) per row: its file's number (empty when the table has no paths)
     file_of: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     preload: bool = False
@@ -162,7 +160,7 @@ class TableCache:
                 file_of = np.fromiter(
                     (numbers.setdefault(str(p), len(numbers)) for p in np.asarray(paths).tolist()),
                     dtype=np.int64, count=len(ids))
-        sections_upper = _upper(np.asarray(table.sections), table.section_numbers)
+        sections_upper = _upper(table.sections, table.section_numbers)
         return cls(
             index=index,
             table=table,
@@ -170,8 +168,7 @@ class TableCache:
             ids=ids,
             kinds=Column(np.asarray(table.kinds)),
             sections=Column(sections_upper),
-            titles=Column(np.asarray(table.titles)) if table.titles is not None else Column(
-                np.zeros(0, dtype=str)),
+            titles=table.titles if table.titles is not None else Column(np.zeros(0, dtype=str)),
             file_of=file_of,
             preload=preload,
         )

@@ -231,7 +231,14 @@ def thin(text: str, share: float | None = None) -> bool:
     (a title-only chunk, an image), or at least ``share`` (default ``LINK_SHARE``) of its
     characters, white space left out, in links, images and URLs (a list of external links).
     """
-    share = LINK_SHARE if share is None else share
+    return _thin(text, LINK_SHARE if share is None else share)
+
+
+# The same leading chunks come back query after query, and their regular expressions were
+# the largest part of a warm hybrid query (tests/benchmarks/bench_scoring.py): the verdict
+# depends on the text alone.
+@functools.lru_cache(maxsize=4096)
+def _thin(text: str, share: float) -> bool:
     solid = "".join(text.split())
     if not solid:
         return True

@@ -60,13 +60,18 @@ def doc_lengths(conn: sqlite3.Connection,
     ``COLUMNS``). Raises ValueError on sizes it cannot decode (``varint_values``)."""
     import numpy as np
 
+    # group_concat copies a BLOB's bytes unchanged when the database's text is UTF-8 (half
+    # the bytes of hex and no conversion either way); otherwise they go through hex.
+    raw = conn.execute("PRAGMA encoding").fetchone()[0].upper() == "UTF-8"
+    sizes = ("CAST(group_concat(CAST(sz AS BLOB), '') AS BLOB)" if raw
+             else "group_concat(hex(sz), '')")
     ids, blobs = conn.execute(
-        "SELECT group_concat(id), group_concat(hex(sz), '') "
+        f"SELECT group_concat(id), {sizes} "
         f"FROM (SELECT id, sz FROM {table}_docsize ORDER BY id)").fetchone()
     if not ids:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     ids = np.fromstring(ids, dtype=np.int64, sep=",")
-    values = varint_values(bytes.fromhex(blobs))
+    values = varint_values(blobs if raw else bytes.fromhex(blobs))
     if values.size != ids.size * COLUMNS[table]:
         raise ValueError(f"{values.size} FTS5 document sizes for {ids.size} rows of {table}")
     return ids, values.reshape(ids.size, COLUMNS[table]).sum(axis=1)

@@ -161,9 +161,9 @@ class Index:
     def vector_table(self) -> VectorTable:
         """All usable vectors as one contiguous float32 matrix (see ``VectorTable``).
 
-        One query reads every BLOB into the matrix; rows whose BLOB is not ``dimension``
+        The BLOBs are read in batches into the matrix; rows whose BLOB is not ``dimension``
         float32 values, or whose vector is zero or non-finite, are excluded
-        (``vectors.read_vector_table``). Cached
+        (``vectors.read_vector_table``); titles are read by id when asked for. Cached
         until the index's generation changes, so repeated searches in one process do not
         reload.
         """
@@ -172,9 +172,24 @@ class Index:
             if self._vectors is not None and self._vectors_generation == gen:
                 return self._vectors
             meta = self.meta()
-            table = read_vector_table(self._conn, meta)
+            table = read_vector_table(self._conn, meta, self.titles)
             self._vectors, self._vectors_generation = table, gen
         return table
+
+    @_guarded
+    def titles(self, ids: Sequence[int] | None = None) -> dict[int, str]:
+        """``{chunk id: title}`` of those ids that exist (of every chunk for None)."""
+        with self._lock:
+            if ids is None:
+                return dict(self._conn.execute("SELECT id, title FROM chunks"))
+            ids = [int(i) for i in ids]
+            found: dict[int, str] = {}
+            for start in range(0, len(ids), 500):
+                part = ids[start:start + 500]
+                found.update(self._conn.execute(
+                    f"SELECT id, title FROM chunks WHERE id IN ({','.join('?' * len(part))})",
+                    part))
+            return found
 
     @_guarded
     def get_chunks(self, ids: Sequence[int]) -> list[StoredChunk]:

@@ -1,5 +1,7 @@
 """The vector side of the index: which vectors may be stored and ranked, how they are stored
-(BLOBs), and how they are read back as one matrix for numpy scoring (``VectorTable``).
+(BLOBs), and how they are read back as one matrix for numpy scoring (``VectorTable``): the
+vectors and the short string columns ranking filters on in batches of one aggregate row each,
+and titles only for the rows a question ranks (``RowTitles``).
 
 Vector validity, the one home: a vector may be stored and ranked when every value is finite
 and its L2 norm is finite and above ``MIN_NORM`` (a float32 vector that cannot be told from
@@ -13,7 +15,7 @@ never touches a vector.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Sequence
 
 from varaverk.index.store.errors import IndexMismatch
 
@@ -21,9 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
 MIN_NORM = 1e-6
-
-# The rows ``read_vector_table`` is built from, in its order.
-VECTOR_ROWS = "SELECT id, kind, section, vec, title, source, path FROM chunks ORDER BY id"
 
 
 class VectorTable(NamedTuple):
@@ -33,14 +32,14 @@ class VectorTable(NamedTuple):
         ids: chunk ids, int64 ``(n,)``.
         matrix: float32 ``(n, dim)``, C-contiguous, rows L2-normalised (cosine = dot product).
         kinds: the chunk kinds, ``(n,)`` str array aligned with ``ids``.
-        sections: the chunk sections, ``(n,)`` str array aligned with ``ids``.
+        sections: the chunk sections aligned with ``ids``, a ``NumberedColumn``.
         dimension: ``dim``; backend and model: the embedder that made the vectors.
         excluded: ids of stored rows left out (zero, non-finite or wrong-length vectors).
-        titles: the chunk titles, ``(n,)`` str array aligned with ``ids`` (search ranks on
-            them before reading any chunk text).
+        titles: the chunk titles aligned with ``ids``, a ``RowTitles`` (each read when first
+            asked for; search ranks on them before reading any chunk text), or None.
         sources: the chunks' source names, ``(n,)`` str array aligned with ``ids``.
-        paths: the chunks' file paths, ``(n,)`` str array aligned with ``ids`` (per-file score
-            aggregation).
+        paths: the chunks' file paths aligned with ``ids``, a ``NumberedColumn`` (per-file
+            score aggregation).
         path_numbers, section_numbers: int64 ``(n,)``, each row's path (section) numbered in
             order of first appearance (the first row's is 0), when the reader made them: a
             file's or section's rows found without comparing strings.
@@ -49,14 +48,14 @@ class VectorTable(NamedTuple):
     ids: "np.ndarray"
     matrix: "np.ndarray"
     kinds: "np.ndarray"
-    sections: "np.ndarray"
+    sections: "NumberedColumn | np.ndarray"
     dimension: int
     backend: str
     model: str
     excluded: tuple[int, ...] = ()
-    titles: "np.ndarray | None" = None
+    titles: "RowTitles | None" = None
     sources: "np.ndarray | None" = None
-    paths: "np.ndarray | None" = None
+    paths: "NumberedColumn | np.ndarray | None" = None
     path_numbers: "np.ndarray | None" = None
     section_numbers: "np.ndarray | None" = None
 
@@ -132,12 +131,16 @@ def vector_blobs(vectors: list) -> tuple[list[bytes], int]:
     return [row.tobytes() for row in matrix], dim
 
 
-def read_vector_table(conn, meta: dict[str, str]) -> VectorTable:
-    """The ``VectorTable`` of the chunks ``conn`` holds (``VECTOR_ROWS``, in one read
-    transaction) under ``meta``: each vector copied straight into one preallocated float32
-    matrix as its row is read, so the BLOBs are never all held at once (nor joined); kinds,
-    sections, sources and paths numbered as they are read (a table holds few of each), and
-    their arrays made from the distinct values.
+def read_vector_table(conn, meta: dict[str, str],
+                      read_titles: Callable[[Sequence[int] | None], dict[int, str]] | None = None
+                      ) -> VectorTable:
+    """The ``VectorTable`` of the chunks ``conn`` holds under ``meta``, in one read
+    transaction: ``VECTOR_BATCH`` rows per SQLite read (``_batch``), each vector copied into
+    one preallocated float32 matrix, and kinds, sections, sources and paths numbered as they
+    are read (a table holds few of each; their arrays are made from the distinct values).
+    Titles are read by id when ranking first asks for a row's (``RowTitles`` over
+    ``read_titles``: ``{id: title}`` of the ids given, or of every chunk for None; without it
+    the table has no titles).
 
     Rows whose BLOB is not ``embed_dimension`` float32 values, or whose vector is zero or
     non-finite, are excluded: they can never rank, and no dot product ever runs between
@@ -146,76 +149,219 @@ def read_vector_table(conn, meta: dict[str, str]) -> VectorTable:
     import numpy as np
 
     dim = int(meta.get("embed_dimension") or 0)
-    width = dim * 4
-    ids: list[int] = []
-    excluded: list[int] = []
-    titles: list[str] = []
     numbered = tuple(_Numbering() for _ in range(4))     # kind, section, source, path
-    kinds, sections, sources, paths = (n.number for n in numbered)
     conn.execute("BEGIN")
     try:
-        n = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] if dim else 0
-        matrix = np.empty((n, dim), dtype="<f4")
-        out = memoryview(matrix.reshape(-1)).cast("B")
-        at = 0
-        for cid, kind, section, vec, title, source, path in conn.execute(VECTOR_ROWS):
-            if len(vec) != width or len(ids) == n:
-                excluded.append(cid)
-                continue
-            out[at:at + width] = vec
-            at += width
-            ids.append(cid)
-            titles.append(title)
-            kinds(kind)
-            sections(section)
-            sources(source)
-            paths(path)
+        ids, matrix, excluded = _vector_block(conn, dim, numbered)
     finally:
         conn.execute("COMMIT")
-    matrix = matrix[:len(ids)]
     keep = usable_rows(matrix)
     if not keep.all():
-        excluded += [ids[i] for i in np.flatnonzero(~keep)]
-        matrix = matrix[keep]
-    ids_array = np.array(ids, dtype=np.int64)[keep]
-    kinds, sections, sources, paths = (n.values(keep) for n in numbered)
+        excluded += ids[~keep].tolist()
+        ids, matrix = ids[keep], matrix[keep]
+    kinds, sections, sources, paths = (NumberedColumn(*n.values(keep)) for n in numbered)
     return VectorTable(
-        ids=ids_array,
+        ids=ids,
         matrix=np.ascontiguousarray(matrix, dtype=np.float32),
-        kinds=kinds[0],
-        sections=sections[0],
+        kinds=np.asarray(kinds),
+        sections=sections,
         dimension=dim,
         backend=meta.get("embed_backend", ""),
         model=meta.get("embed_model", ""),
         excluded=tuple(sorted(excluded)),
-        titles=np.array(titles, dtype=str)[keep],
-        sources=sources[0],
-        paths=paths[0],
-        path_numbers=paths[1],
-        section_numbers=sections[1],
+        titles=None if read_titles is None else RowTitles(ids, read_titles),
+        sources=np.asarray(sources),
+        paths=paths,
+        path_numbers=paths.numbers,
+        section_numbers=sections.numbers,
     )
 
 
+# Rows per read of the vector table: one aggregate row of this many vectors (6 MB of 384-d
+# float32) at a time, so the BLOBs are never all held twice, and no Python object is made
+# per row.
+VECTOR_BATCH = 4096
+# The string columns a vector table numbers, in ``read_vector_table``'s order.
+_COLUMNS = ("kind", "section", "source", "path")
+# Between a batch's strings (a value holding one makes its batch read row by row).
+_SEP = "\x1f"
+# One batch in id order as one value per column: row ids, BLOB lengths in bytes, the BLOBs
+# back to back (group_concat copies a BLOB's bytes as they are: the lengths tell where each
+# ends) and each string column joined by _SEP. A batch whose parts do not add up is read row
+# by row instead (``_BATCH_ROWS``).
+_BATCH = ("SELECT count(*), max(id), group_concat(id), group_concat(length(CAST(vec AS BLOB))),"
+          " CAST(group_concat(CAST(vec AS BLOB), '') AS BLOB), "
+          + ", ".join(f"group_concat({c}, char(31))" for c in _COLUMNS) +
+          " FROM (SELECT * FROM chunks WHERE id > ? ORDER BY id LIMIT ?)")
+_BATCH_ROWS = (f"SELECT id, CAST(vec AS BLOB), {', '.join(_COLUMNS)} FROM chunks"
+               " WHERE id > ? ORDER BY id LIMIT ?")
+
+
+def _vector_block(conn, dim: int, numbered: tuple["_Numbering", ...]
+                  ) -> tuple["np.ndarray", "np.ndarray", list[int]]:
+    """``(ids int64 (n,) ascending, float32 (n, dim) matrix, excluded ids)``: every stored
+    vector of ``dim`` float32 values copied into one preallocated matrix, ``VECTOR_BATCH``
+    rows per SQLite read, and each row's strings numbered in ``numbered`` (one per
+    ``_COLUMNS``); ids of BLOBs of another length are excluded."""
+    import numpy as np
+
+    total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] if dim else 0
+    # Not np.empty: numpy asks the kernel to back a large array with huge pages, and a host
+    # that compacts memory for them on demand (transparent_hugepage defrag "madvise") spent
+    # several times the copy itself faulting them in (bench_opening); a bytearray's pages
+    # are plain ones, and the dense product over them costs the same.
+    matrix = np.frombuffer(bytearray(total * dim * 4), dtype="<f4").reshape(total, dim)
+    ids = np.empty(total, dtype=np.int64)
+    excluded: list[int] = []
+    whole = conn.execute("PRAGMA encoding").fetchone()[0].upper() == "UTF-8"
+    at, after = 0, -(1 << 63)
+    while at + len(excluded) < total:
+        batch = _batch(conn, after, min(VECTOR_BATCH, total - at - len(excluded)), whole)
+        if batch is None:
+            break
+        after, got, lengths, blob, strings = batch
+        right = lengths == dim * 4
+        if not right.all():
+            excluded += got[~right].tolist()
+            blob = b"".join(blob[e - dim * 4:e] for e in np.cumsum(lengths)[right].tolist())
+            got = got[right]
+            strings = [[v for v, ok in zip(values, right.tolist()) if ok] for values in strings]
+        ids[at:at + got.size] = got
+        matrix[at:at + got.size] = np.frombuffer(blob, dtype="<f4").reshape(-1, dim)
+        for numbering, values in zip(numbered, strings):
+            numbering.add(values)
+        at += got.size
+    return ids[:at], matrix[:at], excluded
+
+
+def _batch(conn, after: int, limit: int, whole: bool
+           ) -> tuple[int, "np.ndarray", "np.ndarray", bytes, list[list[str]]] | None:
+    """``(largest id, ids int64, BLOB lengths int64, the BLOBs joined, one list of strings
+    per _COLUMNS)`` of the next ``limit`` rows with an id above ``after``; None when there are
+    none. ``whole``: read them as one aggregate (``_BATCH``; the database's text is UTF-8, so
+    BLOB bytes pass unchanged), else row by row."""
+    import numpy as np
+
+    if whole:
+        count, last, ids, lengths, blob, *joined = conn.execute(_BATCH, (after, limit)).fetchone()
+        if not count:
+            return None
+        got = np.fromstring(ids, dtype=np.int64, sep=",")
+        sizes = np.fromstring(lengths or "", dtype=np.int64, sep=",")
+        strings = [(j or "").split(_SEP) for j in joined]
+        # SQLite promises no order inside an aggregate: the batch must come back in id order
+        if (got.size == sizes.size == count and int(sizes.sum()) == len(blob or b"")
+                and all(len(v) == count for v in strings) and (got[1:] > got[:-1]).all()):
+            return last, got, sizes, blob or b"", strings
+    rows = conn.execute(_BATCH_ROWS, (after, limit)).fetchall()
+    if not rows:
+        return None
+    return (rows[-1][0], np.array([r[0] for r in rows], dtype=np.int64),
+            np.array([len(r[1]) for r in rows], dtype=np.int64), b"".join(r[1] for r in rows),
+            [[r[c] for r in rows] for c in range(2, 2 + len(_COLUMNS))])
+
+
 class _Numbering:
-    """The values of one column as read, each distinct value numbered in order of first
-    appearance (``number`` per row), and the column's arrays made from them (``values``)."""
+    """The values of one column as read, batch by batch, each distinct value numbered in
+    order of first appearance (``add``), and the column's arrays made from them
+    (``values``)."""
 
     def __init__(self) -> None:
         self.known: dict[str, int] = {}
-        self.numbers: list[int] = []
-        known, append = self.known, self.numbers.append
-        self.number = lambda value: append(known.setdefault(value, len(known)))
+        self.numbers: list["np.ndarray"] = []
 
-    def values(self, keep: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
-        """``(str array, int64 numbers renumbered in order of first appearance)`` of the
-        rows ``keep`` leaves (bool, one per row read)."""
+    def add(self, values: list[str]) -> None:
+        """Number one batch's values (one per row)."""
         import numpy as np
 
-        numbers = np.array(self.numbers, dtype=np.int64)[keep]
+        known = self.known
+        for v in dict.fromkeys(values):      # the batch's distinct values, in order
+            known.setdefault(v, len(known))
+        self.numbers.append(np.fromiter(map(known.__getitem__, values), dtype=np.int64,
+                                        count=len(values)))
+
+    def values(self, keep: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+        """``(distinct values str (d,), int64 (n,) each row's value's number in order of first
+        appearance)`` of the rows ``keep`` leaves (bool, one per row read)."""
+        import numpy as np
+
+        numbers = (np.concatenate(self.numbers) if self.numbers
+                   else np.zeros(0, dtype=np.int64))[keep]
         distinct = np.array(list(self.known) or [""], dtype=str)
         if not keep.all():   # a left-out row may have held a value's first appearance
             held, first, numbers = np.unique(numbers, return_index=True, return_inverse=True)
             order = np.argsort(first)
             distinct = distinct[held[order]]
             numbers = np.argsort(order)[numbers.reshape(-1)]
-        return distinct[numbers], numbers
+        return distinct, numbers
+
+
+class NumberedColumn(Sequence[str]):
+    """A string column of the vector table held as its distinct values and one number per
+    row (a str array of every row costs the longest value's width on each).
+
+    ``distinct``: str (d,); ``numbers``: int64 (n,), each row's index into ``distinct``.
+    ``np.asarray`` of it is the str array of every row.
+    """
+
+    __slots__ = ("distinct", "numbers")
+
+    def __init__(self, distinct: "np.ndarray", numbers: "np.ndarray") -> None:
+        self.distinct = distinct
+        self.numbers = numbers
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def __getitem__(self, row):
+        found = self.distinct[self.numbers[row]]
+        return str(found) if found.ndim == 0 else found
+
+    def __array__(self, dtype=None, copy=None) -> "np.ndarray":
+        values = self.distinct[self.numbers]
+        return values if dtype is None else values.astype(dtype)
+
+    def tolist(self) -> list[str]:
+        """Every row's value, in row order."""
+        return self.distinct[self.numbers].tolist()
+
+
+class RowTitles(Sequence[str]):
+    """The titles of a vector table's rows (ranking names a row before reading its chunk),
+    each read from the index by id when first asked for and kept: holding a title per row
+    would cost every row memory and the first question a pass over every title.
+
+    ``read(ids)``: ``{id: title}`` of those ids (of every chunk for None), e.g.
+    ``Index.titles``. Reading a row another thread is reading costs a second read, never a
+    wrong title.
+    """
+
+    __slots__ = ("ids", "_read", "_known")
+
+    def __init__(self, ids: "np.ndarray",
+                 read: Callable[[Sequence[int] | None], dict[int, str]]) -> None:
+        self.ids = ids
+        self._read = read
+        self._known: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __getitem__(self, row):
+        if not isinstance(row, int):
+            row = range(len(self))[row] if isinstance(row, slice) else int(row)
+            if isinstance(row, range):
+                return [self[r] for r in row]
+        title = self._known.get(row)
+        if title is None:
+            cid = int(self.ids[row])
+            title = self._known[row] = self._read([cid]).get(cid, "")
+        return title
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tolist())
+
+    def tolist(self) -> list[str]:
+        """Every row's title, in row order (one read of every title)."""
+        found = self._read(None)
+        return [found.get(cid, "") for cid in self.ids.tolist()]
