@@ -409,6 +409,7 @@ class Index:
 
         ``replace_all`` drops every file and chunk first (``--force``). The index's lock is
         held for the whole block (one writer thread: an index run). Raises as ``write`` does,
+        IndexDamaged for a ``DatabaseError`` that ``PRAGMA quick_check`` confirms as damage,
         and PermissionError when the index was opened read-only.
         """
         if self.readonly:
@@ -424,8 +425,12 @@ class Index:
                 if tx.touched_chunks:
                     fts.merge(conn)
                 conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
+            except BaseException as exc:
+                if conn.in_transaction:  # SQLite may have rolled back already (damage, I/O)
+                    conn.execute("ROLLBACK")
+                finding = quick_check(conn) if isinstance(exc, sqlite3.DatabaseError) else None
+                if finding is not None:  # as ``_guarded`` says it: exit 66, the fix named
+                    raise IndexDamaged(_damaged_message(self.path, exc, finding)) from None
                 raise
             finally:
                 self._vectors = None
