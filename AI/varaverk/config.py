@@ -102,6 +102,7 @@ LOCAL_ALIASES = frozenset({LOCAL_MODEL, "all-MiniLM-L6-v2", "sentence-transforme
 # Allowed (lowest, highest) of the numeric settings; both ends included.
 RANGES: dict[str, tuple[float, float]] = {
     "ai_embed_batch": (1, 4096),
+    "ai_index_batch": (1, 1_000_000),
     "ai_http_timeout": (0.1, 86400),
     "ai_top_k": (1, 1000),
     "ai_min_score": (0, 1),
@@ -160,6 +161,8 @@ class _Fields(NamedTuple):
     ai_embed_backend: str = "local"
     ai_embed_model: str = ""  # empty: the backend's default model
     ai_embed_batch: int = 32
+    # Chunks an index run reads before it embeds and writes them (one transaction still).
+    ai_index_batch: int = 512
     ai_ollama_hosts: tuple[str, ...] = ("http://127.0.0.1:11434",)
     ai_openai_base_url: str = "http://127.0.0.1:8080/v1"
     ai_openai_api_key: str = ""

@@ -20,7 +20,9 @@
 #   even sooner, with the same log line. Otherwise it takes the index
 #   lock, reads the changed files, hashes them, re-chunks and re-embeds only those whose
 #   content really changed, drops the chunks of deleted and renamed files, and commits the
-#   whole run in one SQLite transaction. --force rebuilds every chunk the same way.
+#   whole run in one SQLite transaction. Files are read, chunked, embedded and written into
+#   that open transaction in batches of AI_INDEX_BATCH chunks, so the memory a run holds is a
+#   batch, not the repository. --force rebuilds every chunk the same way.
 #
 # DESIGN PRINCIPLES
 #   Tracked Documentation Only
@@ -44,9 +46,9 @@
 #     then exits with code 75, naming the run that holds the lock. The kernel releases the
 #     lock if the holder dies, so a crash never leaves a stale lock behind.
 #   All-Or-Nothing Commit
-#     Everything a run writes is committed in one SQLite transaction at its end. A run that
-#     fails, is interrupted with Ctrl-C or loses its embedding server midway leaves the
-#     previous index whole and searchable.
+#     Everything a run writes is committed in one SQLite transaction at its end, however many
+#     batches it was written in. A run that fails, is interrupted with Ctrl-C or loses its
+#     embedding server midway leaves the previous index whole and searchable.
 #   Model Mismatch Refusal
 #     When AI_EMBED_BACKEND or AI_EMBED_MODEL name another model than the index was built
 #     with, the run stops with code 65 before embedding anything and says to rebuild with
@@ -88,6 +90,9 @@
 #     The embedding model; empty means the backend's default.
 #   AI_EMBED_BATCH
 #     Chunks per embedding request (default: 32).
+#   AI_INDEX_BATCH
+#     Chunks read before they are embedded and written into the run's transaction (default:
+#     512); bounds the run's memory, whatever the repository's size.
 #   AI_INDEX_LOCK_TIMEOUT
 #     Seconds a run waits for another run's lock before giving up with code 75 (default: 60).
 #   AI_SUMMARIES

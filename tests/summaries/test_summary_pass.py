@@ -182,3 +182,20 @@ def test_summary_settings_are_checked_when_loaded(tmp_path):
     loaded = load_settings(conf, environ={"AI_SUMMARIES": "model", "AI_CONTEXTUAL_CHUNKS": "true"})
     assert (loaded.ai_summaries, loaded.ai_contextual_chunks) == ("model", True)
     assert (Settings().ai_summaries, Settings().ai_contextual_chunks) == ("off", False)
+
+
+def test_a_pass_meeting_an_index_run_mid_write_says_so_and_keeps_what_it_made(indexed):
+    """An index run holds its write transaction for the whole run (it writes batch by batch):
+    a summary pass waits for it like another run would (AI_INDEX_LOCK_TIMEOUT), then stops
+    with LockBusy naming it, instead of SQLite's "database is locked" half a minute later."""
+    from varaverk.locking import LockBusy, index_lock
+
+    settings = indexed.replace(ai_index_lock_timeout=0.5)
+    with index_lock(settings.index_path, 5), Index.open(settings.index_path) as run, \
+            run.writing():
+        started = time.monotonic()
+        with pytest.raises(LockBusy, match="locked by"):
+            summarise(settings)
+        assert time.monotonic() - started < 10
+    report = summarise(settings)  # the run ended: the pass goes on
+    assert (report.made, report.todo) == (4, 4)

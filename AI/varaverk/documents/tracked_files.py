@@ -238,7 +238,7 @@ def could_be_script(entry: TrackedPath) -> bool:
 
 
 def shebang_kind(root: Path, entry: TrackedPath,
-                 st: os.stat_result | None = None) -> str | None:
+                 st: FileStat | None = None) -> str | None:
     """``"header"`` for a tracked script that no glob can recognise by name
     (``could_be_script``) whose first line is a shebang for sh, bash, python, perl, php or
     ruby (``#!/bin/sh -e``, ``#!/usr/bin/env python3``); else None.
@@ -317,7 +317,7 @@ def _folder_reason(root: Path, parent: str) -> str:
     return REASON_PARENT_LINK_IN if inside else REASON_PARENT_LINK_OUT
 
 
-def open_tracked(root: Path, path: str, expected: os.stat_result | None = None):
+def open_tracked(root: Path, path: str, expected: FileStat | os.stat_result | None = None):
     """Open a tracked regular file for binary reading, never through a symbolic link.
 
     ``O_NOFOLLOW`` refuses a link in the last component; the parent folders are checked again
@@ -340,19 +340,34 @@ def open_tracked(root: Path, path: str, expected: os.stat_result | None = None):
     return os.fdopen(fd, "rb")
 
 
+class FileStat(NamedTuple):
+    """The fields of an ``os.stat_result`` an index run keeps per tracked file (sizes in
+    bytes, times in ns): a run lists every file, and a full ``stat_result`` costs some
+    three times the memory."""
+
+    st_mode: int
+    st_size: int
+    st_mtime_ns: int
+    st_ctime_ns: int
+    st_ino: int
+    st_dev: int
+
+
 def lstat_entry(root: Path, entry: TrackedPath, folders: dict[str, str] | None = None
-                ) -> tuple[os.stat_result | None, str]:
+                ) -> tuple[FileStat | None, str]:
     """``os.lstat`` a tracked entry and say whether it can be read as a document.
 
-    Returns ``(stat_result, "")`` for a regular file of at most ``MAX_DOCUMENT_BYTES``;
+    Returns ``(FileStat, "")`` for a regular file of at most ``MAX_DOCUMENT_BYTES``;
     ``(None, REASON_MISSING)`` when it is gone from the work tree; otherwise
-    ``(stat_result or None, reason)`` with the skip reason. ``folders``: as
+    ``(FileStat or None, reason)`` with the skip reason. ``folders``: as
     ``resolves_as_tracked`` takes it.
     """
     if entry.mode == GITLINK_MODE:
         return None, REASON_SUBMODULE
     try:
-        st = os.lstat(root / entry.path)
+        full = os.lstat(root / entry.path)
+        st = FileStat(full.st_mode, full.st_size, full.st_mtime_ns, full.st_ctime_ns,
+                      full.st_ino, full.st_dev)
     except FileNotFoundError:
         return None, REASON_MISSING
     except NotADirectoryError:  # a parent folder was replaced by a file

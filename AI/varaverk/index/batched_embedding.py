@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
-
 from varaverk.index.report import IndexReport
 from varaverk.index.store.compatibility import check_compatible
 from varaverk.index.store.index import Index
@@ -41,43 +39,76 @@ def reusable_vectors(idx: Index, pending: list) -> dict[int, list]:
     return reused
 
 
-def embed_all(emb, chunks: list, progress, report: IndexReport, expect=None, on_step=None):
+class EmbedProgress:
+    """The embedding progress of one run, across its batches (``embed_all`` calls): a tqdm bar
+    on stderr when ``progress`` is None and stderr is a terminal, else ``progress(done,
+    total)`` when callable; ``on_step(done, total)`` too (the index's progress file).
+
+    The run embeds batch by batch as it reads, so ``total`` is the chunks queued so far: it
+    grows with each batch and equals ``done`` at the end. ``close`` closes the bar.
+    """
+
+    def __init__(self, progress, on_step=None):
+        self.progress, self.on_step = progress, on_step
+        self.done = self.total = 0
+        self.bar = None
+
+    def grow(self, count: int) -> None:
+        """``count`` more chunks (or pieces of a split chunk) to embed."""
+        self.total += count
+        if self.bar is None and self.total and self.progress is None and sys.stderr.isatty():
+            from tqdm import tqdm
+            self.bar = tqdm(total=self.total, unit="chunk", desc="embedding", file=sys.stderr,
+                            leave=False)
+        elif self.bar is not None:
+            self.bar.total = self.total
+
+    def step(self, count: int) -> None:
+        """``count`` more embedded (or failed)."""
+        self.done += count
+        if self.on_step is not None:  # first: ``progress`` then sees the file as it is
+            self.on_step(self.done, self.total)
+        if self.bar is not None:
+            self.bar.n = self.done
+            self.bar.refresh()
+        elif callable(self.progress):
+            self.progress(self.done, self.total)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def embed_all(emb, chunks: list, progress: EmbedProgress, report: IndexReport, expect=None):
     """Embed ``chunks``; returns ``({id(chunk): [(piece, vector), ...]}, {id(chunk): message})``.
 
     Texts are embedded shortest first (less padding for batched local inference). A chunk the
     server rejects as too long is halved with ``split_chunk`` and its halves retried, at most
     ``MAX_SPLIT_DEPTH`` times; any other failure is returned for the caller to record.
-    ``progress``: as ``refresh`` takes it. ``expect``: the stored meta (None: a rebuild); the
-    first vector of another length than the stored ones raises IndexMismatch at once (the
-    model behind a name changed), instead of a probe request. ``on_step(done, total)``: also
-    called after each batch (the index's progress file), whatever ``progress`` shows.
+    ``progress``: the run's ``EmbedProgress`` (grown by ``len(chunks)`` here). ``expect``: the
+    stored meta (None: a rebuild); the first vector of another length than the stored ones
+    raises IndexMismatch at once (the model behind a name changed), instead of a probe request.
     """
     # Work items: (original chunk id, piece, depth). Originals keep their document order in the
     # result because pieces are collected per original in the order they were split.
     work = [(id(c), c, 0) for c in chunks]
-    batches = _Batches(emb, progress, report, expect, len(work))
-    batches.on_step = on_step
-    try:
-        while work:
-            work.sort(key=lambda w: len(w[1].embed_text))
-            retry = []
-            for start in range(0, len(work), batches.step):
-                retry += batches.embed(work[start:start + batches.step])
-            work = retry
-    finally:
-        if batches.bar is not None:
-            batches.bar.close()
+    progress.grow(len(work))
+    batches = _Batches(emb, progress, report, expect)
+    while work:
+        work.sort(key=lambda w: len(w[1].embed_text))
+        retry = []
+        for start in range(0, len(work), batches.step):
+            retry += batches.embed(work[start:start + batches.step])
+        work = retry
     return batches.result()
 
 
 class _Batches:
-    """One ``embed_all`` call: its vectors and failures so far, and its progress."""
+    """One ``embed_all`` call: its vectors and failures so far."""
 
-    def __init__(self, emb, progress, report: IndexReport, expect: dict | None, total: int):
+    def __init__(self, emb, progress: EmbedProgress, report: IndexReport, expect: dict | None):
         self.emb, self.progress, self.report, self.expect = emb, progress, report, expect
-        self.total, self.done = total, 0
-        self.on_step = None
-        self.bar = _progress_bar(progress, total)
         self.step = (max(1, emb.batch_size * PROGRESS_BATCH_FACTOR)
                      if hasattr(emb, "batch_size") else 64)
         self.order: dict[int, list] = {}      # id(chunk) -> [(piece, vector)], as embedded
@@ -90,10 +121,7 @@ class _Batches:
         retry = []
         for i, (origin, piece, depth) in enumerate(batch):
             retry += self._take(origin, piece, depth, result, i)
-        self.done += len(batch)
-        _tick(self.bar, self.progress, self.done, self.total)
-        if self.on_step is not None:
-            self.on_step(self.done, self.total)
+        self.progress.step(len(batch))
         return retry
 
     def _take(self, origin: int, piece, depth: int, result, i: int) -> list:
@@ -118,9 +146,7 @@ class _Batches:
             if len(halves) > 1:
                 log.warning("%s: a chunk was too long for the embedder (%s); "
                             "split in %d and retried", piece.path, message, len(halves))
-                self.total += len(halves) - 1
-                if self.bar is not None and hasattr(self.bar, "total"):
-                    self.bar.total = self.total
+                self.progress.grow(len(halves) - 1)
                 return [(origin, h, depth + 1) for h in halves]
         self.failures[origin] = message
         return []
@@ -133,19 +159,3 @@ class _Batches:
             pieces.sort(key=lambda pv: (pv[0].start_line, pv[0].part))
             vectors[origin] = pieces
         return vectors, self.failures
-
-
-def _progress_bar(progress, total: int) -> Any:
-    """A tqdm bar on stderr when ``progress`` is None and stderr is a terminal, else None."""
-    if progress is None and total and sys.stderr.isatty():
-        from tqdm import tqdm
-        return tqdm(total=total, unit="chunk", desc="embedding", file=sys.stderr, leave=False)
-    return None
-
-
-def _tick(bar, progress, done: int, total: int) -> None:
-    if bar is not None:
-        bar.n = done
-        bar.refresh()
-    elif callable(progress):
-        progress(done, total)

@@ -11,7 +11,6 @@ same, a path with a stored row takes its kind from the index (``_kind``).
 from __future__ import annotations
 
 import ast
-import os
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,7 +25,7 @@ class Entry(NamedTuple):
     path: str            # storable path (printable when the name is not valid UTF-8)
     kind: str            # "" when not a documentation kind
     reason: str          # skip reason; "" for a readable document
-    st: os.stat_result | None
+    st: tracked_files.FileStat | None
     source: str = DEFAULT_SOURCE   # the named source it was listed in
     rel: str = ""                  # the path inside that source ("": same as ``path``)
     root: Path | None = None       # that source's work tree (None: the repository's)
@@ -150,7 +149,7 @@ def _classify(listing: tracked_files.Listing, matcher: tracked_files.KindMatcher
 def _kind(root: Path, tracked_path: tracked_files.TrackedPath, spec: SourceSpec,
           matcher: tracked_files.KindMatcher, stored: FileState | None,
           verdicts: tuple[dict | None, dict], folders: dict[str, str]
-          ) -> tuple[str, os.stat_result | None]:
+          ) -> tuple[str, tracked_files.FileStat | None]:
     """One tracked path's kind ("" for none) and the lstat of a sniffed script (``_sniffed``).
 
     A repository path's kind is its globs' verdict (``matcher``: kind, or excluded), else for
@@ -180,7 +179,7 @@ def _kind(root: Path, tracked_path: tracked_files.TrackedPath, spec: SourceSpec,
 
 
 def _sniffed(root: Path, tracked_path: tracked_files.TrackedPath, stored: FileState | None,
-             folders: dict[str, str]) -> tuple[str, os.stat_result | None]:
+             folders: dict[str, str]) -> tuple[str, tracked_files.FileStat | None]:
     """``("header", st)`` for a script candidate (``tracked_files.could_be_script``, decided by
     ``_kind``) known by its shebang only, else ``("", st)``; ``st`` is the path's lstat (None
     when it cannot be read).

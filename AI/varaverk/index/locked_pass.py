@@ -1,6 +1,8 @@
 """The locked pass of a refresh (``varaverk.index.refresh``): under the index lock, compare
 again, read, hash, chunk, embed and write in one transaction (the steps 3 and 4 of that
-module's description).
+module's description), batch by batch (``AI_INDEX_BATCH`` chunks): each batch is embedded and
+written into the open transaction as soon as it is read, so the memory a run holds is bounded
+by a batch and the largest document, not by the repository; the commit comes at the end.
 
 Imported by ``refresh`` only when the optimistic pass found work: it pulls in the chunkers,
 the embedder and numpy, which a no-op run never needs.
@@ -8,15 +10,16 @@ the embedder and numpy, which a no-op run never needs.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 from varaverk.documents import tracked_files
-from varaverk.index.batched_embedding import embed_all, reusable_vectors
+from varaverk.index.batched_embedding import EmbedProgress, embed_all, reusable_vectors
 from varaverk.index.change_detection import (configured_embedder, racy, racy_since, skip_stat,
                                              skip_unchanged, stat_unchanged)
 from varaverk.index.classify import (VERDICTS_META, Entry, Listed, head_key, heads_moved,
@@ -36,6 +39,9 @@ from varaverk.index.store.records import (UNKNOWN_STAT, FileState, IndexChanges,
 from varaverk.locking import index_lock
 from varaverk.logs import DETAIL
 from varaverk.named_sources import DEFAULT_SOURCE
+
+if TYPE_CHECKING:  # pragma: no cover
+    from varaverk.index.store.writes import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -152,30 +158,71 @@ class _Run:
     entries: list = field(default_factory=list)  # list[Entry], every source's
     links: LinkTitles | None = None              # the notes sources' link titles
     progress_file: ProgressFile | None = None    # what the dock shows of this run
+    embedding: EmbedProgress | None = None       # the embedding progress, across batches
+    open_write: Callable[[], Transaction] | None = None  # opens the run's one transaction
+    tx: Transaction | None = None                # that transaction once a batch was written
+    pending_chunks: int = 0                      # chunks in ``pending``
+    stored_chunks: int = 0                       # chunks written so far (reused or embedded)
+    embed_seconds: float = 0.0
+    write_seconds: float = 0.0
 
 
 def _refresh_locked(run: _Run) -> None:
-    """The locked pass: compare, read, chunk, embed and write, in that order (see module doc)."""
+    """The locked pass: compare, read, chunk, embed and write, in that order (see module doc),
+    batch by batch: every ``AI_INDEX_BATCH`` chunks read are embedded and written at once into
+    the run's one transaction (committed at the end, rolled back on any error), so the memory
+    the run holds is bounded by a batch, not the repository."""
     listing, entries, report, started = run.listing, run.entries, run.report, run.started
     _load_stored(run)
     report.tracked = len(listing.entries)
     report.head = listing.head
     report.documents = sum(1 for e in entries if e.kind)
-    for entry in entries:
-        _scan_entry(run, entry)
-    _record_deletions(run, entries)
-    report.timings["prepare"] = time.monotonic() - started
-    if run.pending:
-        _embed_pending(run)
-    elif run.force:
-        emb = run.get_embedder()
-        run.changes.embedder = (emb.backend, emb.model, None)
-    if not _has_changes(run):
-        report.seconds = time.monotonic() - started
-        return  # another run did the work while we waited for the lock
-    if run.progress_file:
-        run.progress_file.set_phase("writing")
-    _write(run)
+    run.embedding = EmbedProgress(
+        run.progress, on_step=run.progress_file.update if run.progress_file else None)
+    with contextlib.ExitStack() as stack:
+        stack.callback(run.embedding.close)
+        run.open_write = lambda: stack.enter_context(run.idx.writing(run.force))
+        for entry in entries:
+            _scan_entry(run, entry)
+            if run.pending_chunks >= run.settings.ai_index_batch:
+                _write_batch(run)
+        _record_deletions(run, entries)
+        report.timings["prepare"] = (time.monotonic() - started - run.embed_seconds
+                                     - run.write_seconds)
+        if run.pending:
+            _embed_pending(run)
+        elif run.force:
+            emb = run.get_embedder()
+            run.changes.embedder = (emb.backend, emb.model, None)
+        _count_chunks(run)
+        if run.tx is None and not _has_changes(run):
+            report.seconds = time.monotonic() - started
+            return  # another run did the work while we waited for the lock
+        if run.progress_file:
+            run.progress_file.set_phase("writing")
+        _write(run)
+    report.seconds = time.monotonic() - started  # committed (the block ended without error)
+    report.wrote = True
+
+
+def _write_batch(run: _Run) -> None:
+    """Embed the pending documents and write them, with the rows recorded so far, into the
+    run's transaction (opened by the first batch); the run then holds none of them."""
+    _embed_pending(run)
+    started = time.monotonic()
+    if run.tx is None:
+        run.tx = run.open_write()
+    run.tx.add(run.changes)
+    changes = run.changes
+    changes.new_chunks, changes.file_rows, changes.replace_chunks_of = [], [], []
+    run.write_seconds += time.monotonic() - started
+
+
+def _count_chunks(run: _Run) -> None:
+    """The report's chunk counts once everything is embedded."""
+    run.report.chunks_embedded = run.stored_chunks - run.report.chunks_reused
+    run.report.chunks_failed = len(run.report.failures)
+    run.report.timings["embed"] = run.embed_seconds
 
 
 def _load_stored(run: _Run) -> None:
@@ -271,6 +318,7 @@ def _chunk_entry(run: _Run, entry: Entry, data: bytes, sha: str) -> None:
                                 decoded.encoding, chunks,
                                 masked_note(decoded.masked) if decoded.masked else "",
                                 entry.source))
+    run.pending_chunks += len(chunks)
 
 
 def _skip_read(changes: IndexChanges, report: IndexReport, entry: Entry, st, sha: str,
@@ -292,24 +340,24 @@ def _record_deletions(run: _Run, entries: list[Entry]) -> None:
 
 
 def _embed_pending(run: _Run) -> None:
-    """Embed the pending documents' chunks (reusing stored vectors) and record their rows."""
+    """Embed the pending documents' chunks (reusing stored vectors) and record their rows and
+    chunks in ``run.changes``; ``run.pending`` is then empty."""
     report, changes = run.report, run.changes
     emb = run.get_embedder()
     expect = None if run.force else run.meta
     if expect is not None:
         check_compatible(expect, emb.backend, emb.model)  # refused before any embedding
     reused = {} if run.force else reusable_vectors(run.idx, run.pending)
-    report.chunks_reused = len(reused)
+    report.chunks_reused += len(reused)
     embed_started = time.monotonic()
     vectors, failures = embed_all(
-        emb, [c for p in run.pending for c in p.chunks if id(c) not in reused], run.progress,
-        report, expect, on_step=run.progress_file.update if run.progress_file else None)
+        emb, [c for p in run.pending for c in p.chunks if id(c) not in reused], run.embedding,
+        report, expect)
     vectors.update(reused)
-    report.timings["embed"] = time.monotonic() - embed_started
+    run.embed_seconds += time.monotonic() - embed_started
     for item in run.pending:
         _record_embedded(run, item, vectors, failures)
-    report.chunks_embedded = len(changes.new_chunks) - report.chunks_reused
-    report.chunks_failed = len(report.failures)
+    run.pending, run.pending_chunks = [], 0
     if changes.new_chunks:
         # The dimension is read off the vectors when they are written (no probe request).
         changes.embedder = (emb.backend, emb.model, None)
@@ -326,6 +374,7 @@ def _record_embedded(run: _Run, item: _Pending, vectors: dict, failures: dict) -
             failed.append(failures[id(chunk)])
     run.changes.replace_chunks_of.append(item.path)
     run.changes.new_chunks.extend(stored_chunks)
+    run.stored_chunks += len(stored_chunks)
     if failed:
         reason = (f"{len(failed)} of {len(item.chunks)} chunks failed to embed "
                   f"(retried next run): {failed[0]}")
@@ -372,10 +421,10 @@ def _write(run: _Run) -> None:
     if run.changes.new_chunks or run.force:
         run.changes.meta["build_seconds"] = f"{report.seconds:.3f}"
     write_started = time.monotonic()
-    run.idx.write(run.changes)
-    report.timings["write"] = time.monotonic() - write_started
-    report.seconds = time.monotonic() - run.started
-    report.wrote = True
+    if run.tx is None:
+        run.tx = run.open_write()
+    run.tx.finish(run.changes)  # committed when ``_refresh_locked``'s block ends
+    report.timings["write"] = run.write_seconds + time.monotonic() - write_started
 
 
 def _now() -> str:

@@ -13,8 +13,10 @@
    retried; any other failed chunk is recorded against its file, status ``partial``, retried
    next run) and the run goes on. Paths stored but no longer tracked lose their rows
    and chunks (deletions and renames).
-4. Everything is written by ``Index.write`` in one SQLite transaction at the end, so a failed
-   or interrupted run (server gone, Ctrl-C, crash) leaves the previous index whole and usable.
+4. Everything is written in one SQLite transaction (``Index.writing``), committed at the end:
+   every ``AI_INDEX_BATCH`` chunks read are embedded and written into it at once, so a run
+   holds a batch, not the repository, in memory; a failed or interrupted run (server gone,
+   Ctrl-C, crash) leaves the previous index whole and usable.
 
 An index built with another embedding backend, model or dimension is refused with
 ``IndexMismatch`` before any embedding; ``force=True`` rebuilds everything in one
@@ -57,7 +59,8 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
             ``varaverk.embedding.make_embedder(settings)``, likewise lazily.
         force: rebuild every document from scratch (another model is then allowed).
         progress: None shows a tqdm bar when stderr is a terminal; False shows none; a callable
-            ``progress(done, total)`` is called after each embedding batch.
+            ``progress(done, total)`` is called after each embedding request (``total``: the
+            chunks queued so far; it grows batch by batch and equals ``done`` at the end).
         lock: a zero-argument callable returning the context manager that guards writing;
             None takes the index lock (``varaverk.locking.index_lock``). It is entered only when
             there is something to write.

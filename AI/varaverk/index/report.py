@@ -28,7 +28,7 @@ class IndexReport:
         force: a full rebuild. seconds: wall time of the run.
         moved_aside: where ``--force`` moved a damaged index file ("" when it did not).
         timings: seconds per phase of a run that had work: ``prepare`` (list, stat, read,
-            decode, chunk), ``embed``, ``write`` (the one transaction).
+            decode, chunk), ``embed``, ``write`` (the one transaction, all its batches).
 
     A plain class, not a dataclass: the no-op refresh returns one, and ``dataclasses`` costs
     that run more than its own work (it imports ``inspect``).

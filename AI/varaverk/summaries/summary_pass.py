@@ -10,7 +10,10 @@ changes a file meanwhile makes that summary stale (its hash no longer matches): 
 next time, never shown as current.
 
 Two passes never run at once: the pass holds ``<index>.summaries.lock`` (not the index lock,
-so a refresh is never kept waiting behind a long model pass; SQLite serialises the writes).
+so a refresh is never kept waiting behind a long model pass). Each of its writes takes the
+index lock for that write alone: an index run holds its write transaction from its first batch
+to its end, so the pass waits for it as another run would (``AI_INDEX_LOCK_TIMEOUT``, then
+``LockBusy`` naming it), never SQLite's "database is locked".
 """
 
 from __future__ import annotations
@@ -104,7 +107,8 @@ def summarise(settings, summariser: Summariser | None = None, *,
         clock: seconds, monotonic (tests pass their own).
 
     Raises:
-        IndexMissing: no index yet. LockBusy: another pass holds the summaries lock.
+        IndexMissing: no index yet. LockBusy: another pass holds the summaries lock, or an
+            index run holds the index lock past ``AI_INDEX_LOCK_TIMEOUT``.
         GenerationUnavailable: no model server reachable (what was made is kept).
     """
     path = Path(settings.index_path)
@@ -115,14 +119,15 @@ def summarise(settings, summariser: Summariser | None = None, *,
     summariser = summariser or make_summariser(settings)
     lock_name = Path(str(path) + ".summaries")
     with index_lock(lock_name, settings.ai_index_lock_timeout), Index.open(path) as idx:
-        report.dropped = idx.drop_orphan_summaries()
+        with _writing(settings):
+            report.dropped = idx.drop_orphan_summaries()
         todo = idx.summary_todo(report.model)
         report.todo = len(todo)
         for done, (file_path, sha) in enumerate(todo):
             if _out_of_time(settings, started, clock):
                 report.timed_out = True
                 break
-            _summarise_one(idx, summariser, file_path, sha, report)
+            _summarise_one(idx, summariser, file_path, sha, report, settings)
             if progress is not None:
                 progress(done + 1, len(todo), file_path)
     report.seconds = clock() - started
@@ -134,8 +139,13 @@ def _out_of_time(settings, started: float, clock: Callable[[], float]) -> bool:
     return bool(bound) and clock() - started >= bound
 
 
+def _writing(settings):
+    """The index lock, held for one write of the pass (see the module doc)."""
+    return index_lock(settings.index_path, settings.ai_index_lock_timeout)
+
+
 def _summarise_one(idx: Index, summariser: Summariser, path: str, sha: str,
-                   report: PassReport) -> None:
+                   report: PassReport, settings) -> None:
     """Make and store one file's summary; a model failure on it is counted and logged."""
     from varaverk.answering.generation.events import GenerationError, GenerationUnavailable
 
@@ -150,7 +160,8 @@ def _summarise_one(idx: Index, summariser: Summariser, path: str, sha: str,
         return
     if not text:
         return
-    idx.put_summary(Summary(path, sha, report.model, _now(), text))
+    with _writing(settings):
+        idx.put_summary(Summary(path, sha, report.model, _now(), text))
     report.made += 1
 
 

@@ -4,8 +4,8 @@ lock.
 Readers get a contiguous float32 matrix (``vector_table``) for numpy scoring, cached until the
 generation changes, the chunks by id or by file, and the full-text side (``fts_*``). The file
 is in WAL mode: readers (the dock) keep reading the last committed index while an index run
-writes; a run commits once at its end (``write``), so a failed or interrupted run leaves the
-previous index whole.
+writes; a run writes batch by batch inside one transaction and commits once at its end
+(``writing``, ``write``), so a failed or interrupted run leaves the previous index whole.
 
 Opening costs no numpy: the no-op refresh opens the index too and must stay cheap
 (``tests/benchmarks/bench_refresh.py`` times that path against the floor of ``git ls-files``
@@ -14,12 +14,13 @@ plus a stat per file, and lists the heavy modules it imported).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 from urllib.parse import quote
 
 from varaverk.index.store import fts, labels
@@ -37,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from varaverk.index.store.stored_chunk import StoredChunk
     from varaverk.index.store.summaries import Summary
+    from varaverk.index.store.writes import Transaction
 
 
 def _guarded(method):
@@ -402,30 +404,51 @@ class Index:
 
     @_guarded
     def write(self, changes: IndexChanges) -> None:
-        """Apply one index run's changes in a single transaction (all or nothing).
+        """Apply one index run's changes in a single transaction (all or nothing): ``writing``
+        with ``changes`` as its one and last batch.
 
         Vectors are L2-normalised on the way in. Raises IndexMismatch (and writes nothing) when
         new vectors' dimension differs from the stored one and ``changes.replace_all`` is
         false; ValueError for a zero or non-finite vector (``usable_rows``); PermissionError
         when the index was opened read-only.
         """
+        with self.writing(changes.replace_all) as tx:
+            tx.finish(changes)
+
+    @contextlib.contextmanager
+    def writing(self, replace_all: bool = False) -> Iterator[Transaction]:
+        """One transaction written batch by batch: yields a ``writes.Transaction`` whose
+        ``add`` writes a batch at once and whose ``finish`` writes the deletions and meta; the
+        block's normal end merges the full-text index and commits, any exception rolls every
+        batch back (the previous index stays whole; readers see it until the commit, WAL).
+
+        ``replace_all`` drops every file and chunk first (``--force``). The index's lock is
+        held for the whole block (one writer thread: an index run). Raises as ``write`` does,
+        IndexDamaged for a ``DatabaseError`` that ``PRAGMA quick_check`` confirms as damage,
+        and PermissionError when the index was opened read-only.
+        """
         if self.readonly:
             raise PermissionError("index opened read-only")
-        from varaverk.index.store.writes import apply_changes  # json: the no-op run never writes
+        from varaverk.index.store.writes import Transaction  # json: the no-op never writes
 
         with self._lock:
             conn = self._conn
             conn.execute("BEGIN IMMEDIATE")
             try:
-                apply_changes(conn, changes)
-                if (changes.new_chunks or changes.delete_paths or changes.replace_chunks_of
-                        or changes.replace_all):
+                tx = Transaction(conn, replace_all)
+                yield tx
+                if tx.touched_chunks:
                     fts.merge(conn)
                 conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
+            except BaseException as exc:
+                if conn.in_transaction:  # SQLite may have rolled back already (damage, I/O)
+                    conn.execute("ROLLBACK")
+                finding = quick_check(conn) if isinstance(exc, sqlite3.DatabaseError) else None
+                if finding is not None:  # as ``_guarded`` says it: exit 66, the fix named
+                    raise IndexDamaged(_damaged_message(self.path, exc, finding)) from None
                 raise
-            self._vectors = None
+            finally:
+                self._vectors = None
 
 
 def _chunk_reader() -> tuple[str, Callable[[Any], StoredChunk]]:

@@ -1,6 +1,7 @@
 """How one index run's ``IndexChanges`` become rows: chunks with their vectors and keywords,
 file rows, and the meta entries every write updates (``generation``, counts, the embedder).
-``Index.write`` runs ``apply_changes`` inside its one transaction."""
+A run writes batch by batch (``Transaction``) inside one transaction that ``Index.writing``
+opens and commits; ``Index.write`` writes one ``IndexChanges`` as a single batch."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 from varaverk.index.store.compatibility import check_compatible
+from varaverk.index.store.errors import IndexMismatch
 from varaverk.index.store.labels import chunk_label
 from varaverk.index.store.records import IndexChanges
 from varaverk.index.store.vectors import vector_blobs
@@ -24,37 +26,74 @@ _INSERT_FILE = ("INSERT OR REPLACE INTO files (path, kind, size, mtime_ns, sha25
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
 
 
-def apply_changes(conn: sqlite3.Connection, ch: IndexChanges) -> None:
-    """Write ``ch`` through ``conn``, inside the caller's transaction.
+class Transaction:
+    """One index run's write inside the caller's open transaction, batch by batch: ``add``
+    any number of times (each batch's chunks, vectors and file rows go to SQLite at once, so
+    the caller holds no more than a batch), then ``finish`` once (deletions of files that
+    left, the meta entries). Nothing is committed here: the caller commits or rolls back the
+    whole run.
 
-    Raises IndexMismatch when the new vectors come from another embedder (or length) than
-    the stored ones and ``ch.replace_all`` is false; ValueError for an unusable vector
+    Raises (from ``add`` and ``finish``) IndexMismatch when new vectors come from another
+    embedder (or length) than the stored ones, or than an earlier batch's, and
+    ``replace_all`` is false for the former; ValueError for an unusable vector
     (``vector_blobs``). Either leaves the transaction for the caller to roll back.
     """
-    meta = dict(conn.execute("SELECT key, value FROM meta"))
-    if ch.replace_all:
-        conn.execute("DELETE FROM chunks")
-        conn.execute("DELETE FROM files")
-        meta.pop("embed_backend", None)  # the new vectors define the model (below)
-    blobs, width = vector_blobs([vec for _, vec in ch.new_chunks])
-    rows = [(chunk.path, chunk.kind, chunk.section, chunk.title, chunk.start_line,
+
+    def __init__(self, conn: sqlite3.Connection, replace_all: bool = False):
+        self.conn = conn
+        self.meta = dict(conn.execute("SELECT key, value FROM meta"))
+        self.width = 0              # the vectors' dimension, set by the first batch with rows
+        self.wrote_chunks = False
+        self.touched_chunks = replace_all  # whether the full-text index changed (merge it)
+        if replace_all:
+            conn.execute("DELETE FROM chunks")
+            conn.execute("DELETE FROM files")
+            self.meta.pop("embed_backend", None)  # the new vectors define the model (below)
+
+    def add(self, ch: IndexChanges) -> None:
+        """Write one batch: drop the chunks of ``ch.replace_chunks_of``, insert
+        ``ch.new_chunks`` and ``ch.file_rows`` (``ch.delete_paths`` and ``ch.meta`` wait for
+        ``finish``)."""
+        blobs, width = vector_blobs([vec for _, vec in ch.new_chunks])
+        if blobs:
+            # Never mix: new vectors must come from the model (and length) already stored,
+            # and from the length of this run's earlier batches.
+            backend, model, _ = ch.embedder or ("?", "?", None)
+            check_compatible(self.meta, backend, model, width)
+            if self.width and width != self.width:
+                raise IndexMismatch(f"vectors of two lengths in one run ({self.width} and "
+                                    f"{width} dims) — the embedder changed mid-run")
+            self.width, self.wrote_chunks = width, True
+        for path in ch.replace_chunks_of:
+            self.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+        self.touched_chunks = self.touched_chunks or bool(blobs or ch.replace_chunks_of)
+        self.conn.executemany(_INSERT_CHUNK, (
+            (chunk.path, chunk.kind, chunk.section, chunk.title, chunk.start_line,
              chunk.end_line, chunk.part, chunk.text, chunk.context,
              json.dumps(chunk.meta, default=str, ensure_ascii=False), blob,
              chunk.source, chunk_keywords(chunk),
              chunk_label(chunk.path, chunk.section, chunk.title))
-            for (chunk, _), blob in zip(ch.new_chunks, blobs)]
-    if rows:
-        # Never mix: new vectors must come from the model (and length) already stored.
-        backend, model, _ = ch.embedder or ("?", "?", None)
-        check_compatible(meta, backend, model, width)
-    _delete(conn, ch, meta)
-    conn.executemany(_INSERT_CHUNK, rows)
-    conn.executemany(_INSERT_FILE, [
-        (f.path, f.kind, f.size, f.mtime_ns, f.sha256, f.status, f.reason, f.chunk_count,
-         f.encoding, f.source, f.ctime_ns, f.inode, f.device) for f in ch.file_rows])
-    updates = _meta_updates(conn, ch, meta, bool(rows), width)
-    conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                     [(k, str(v)) for k, v in updates.items()])
+            for (chunk, _), blob in zip(ch.new_chunks, blobs)))
+        self.conn.executemany(_INSERT_FILE, [
+            (f.path, f.kind, f.size, f.mtime_ns, f.sha256, f.status, f.reason, f.chunk_count,
+             f.encoding, f.source, f.ctime_ns, f.inode, f.device) for f in ch.file_rows])
+
+    def finish(self, ch: IndexChanges) -> None:
+        """Write the last batch (``add``), the deletions of ``ch.delete_paths`` and the meta
+        entries (``ch.meta``, the embedder, the next ``generation``, the counts)."""
+        self.add(ch)
+        for path in ch.delete_paths:
+            self.conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+            self.conn.execute("DELETE FROM files WHERE path = ?", (path,))
+        self.touched_chunks = self.touched_chunks or bool(ch.delete_paths)
+        if not self.conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone():
+            # No vectors left: the index belongs to no model (the embedder's entries go).
+            for key in ("embed_backend", "embed_model", "embed_dimension"):
+                self.meta.pop(key, None)
+                self.conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+        updates = _meta_updates(self.conn, ch, self.meta, self.wrote_chunks, self.width)
+        self.conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                              [(k, str(v)) for k, v in updates.items()])
 
 
 def chunk_keywords(chunk: Chunk) -> str:
@@ -64,21 +103,6 @@ def chunk_keywords(chunk: Chunk) -> str:
     if not words:
         return ""
     return " ".join(str(w) for w in words if str(w).strip())
-
-
-def _delete(conn: sqlite3.Connection, ch: IndexChanges, meta: dict) -> None:
-    """Drop the rows ``ch`` replaces or deletes; an index left without chunks forgets its
-    embedder (the rows about to be written, if any, define it again)."""
-    for path in ch.delete_paths:
-        conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
-        conn.execute("DELETE FROM files WHERE path = ?", (path,))
-    for path in ch.replace_chunks_of:
-        conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
-    if not conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone():
-        # No vectors left: the index belongs to no model until these rows are written.
-        for key in ("embed_backend", "embed_model", "embed_dimension"):
-            meta.pop(key, None)
-            conn.execute("DELETE FROM meta WHERE key = ?", (key,))
 
 
 def _meta_updates(conn: sqlite3.Connection, ch: IndexChanges, meta: dict, wrote_chunks: bool,
