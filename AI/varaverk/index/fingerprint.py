@@ -5,9 +5,9 @@ index, in ``<index file>.fingerprint``, the index's ``generation`` and a SHA-256
 settings (``repr``, secrets left out), the code that lists, classifies and chunks (the
 stats of the modules of ``varaverk.index``, the chunkers and masking; the globs' classifier
 stamp), HEAD, every tracked path with its git mode and its ``lstat`` (size, mtime, ctime,
-inode, device, or the error), and the ``lstat`` of every folder holding one. A later run (``unchanged_summary``)
-whose fingerprint is the same, under the same generation, is up to date without loading the
-refresh machinery, logging or argparse: one SQLite read, ``git ls-files`` and a stat per path.
+inode, device, or the error), and the ``lstat`` of every folder holding one. A later run
+(``unchanged_summary``) whose fingerprint is the same, under the same generation, is up to
+date without loading the refresh machinery, logging or argparse: one SQLite read, ``git ls-files`` and a stat per path.
 
 Nothing is recorded when any of those stats is racy (git's rule, as in
 ``varaverk.index.change_detection``): a time at or after the full run's start less
