@@ -230,13 +230,40 @@ def summed_by_row(rows: Sequence[np.ndarray], weights: Sequence[np.ndarray],
 
     Returns:
         ``(rows int64 ascending, totals float64)`` of the rows holding any term (new arrays).
+
+    Costs what the terms' postings cost when they hold few of the rows (``SPARSE_SHARE``), a
+    pass over all ``n`` rows otherwise (where that pass is the cheaper).
     """
     if len(rows) == 1:
         return rows[0].copy(), weights[0].copy()
-    # bincount adds in array order: each row's weights term by term.
-    total = np.bincount(np.concatenate(rows), weights=np.concatenate(weights), minlength=n)
-    held = np.flatnonzero(total > 0)
-    return held, total[held]
+    held = np.concatenate(rows)
+    if n < SPARSE_FROM or held.size * SPARSE_SHARE > n:
+        # bincount adds in array order: each row's weights term by term.
+        total = np.bincount(held, weights=np.concatenate(weights), minlength=n)
+        held = np.flatnonzero(total > 0)
+        return held, total[held]
+    # Only the postings: each one's place among the distinct rows (a stable sort keeps every
+    # term's rows ascending), then the terms added in turn, as bincount adds them.
+    order = held.argsort(kind="stable")
+    ranked = held[order]
+    first = np.empty(ranked.size, dtype=bool)
+    first[0] = True
+    np.not_equal(ranked[1:], ranked[:-1], out=first[1:])
+    place = np.empty(held.size, dtype=np.int64)
+    place[order] = np.cumsum(first) - 1
+    total = np.zeros(int(place[order[-1]]) + 1, dtype=np.float64)
+    start = 0
+    for w in weights:
+        total[place[start:start + w.size]] += w    # a term's rows are distinct
+        start += w.size
+    return ranked[first], total
+
+
+# Rows from which ``summed_by_row`` may add only the postings, and the share of the rows the
+# postings must stay under for it (1/8): below either a pass over every row costs less
+# (tests/benchmarks/bench_opening.py --warm).
+SPARSE_FROM = 20000
+SPARSE_SHARE = 8
 
 
 def _idf(n: float, hits: float) -> float:
