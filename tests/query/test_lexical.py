@@ -204,3 +204,19 @@ def test_scores_equal_fts5_bm25_when_only_postings_are_added(idx, query, monkeyp
     rows, scores = Bm25(idx).score(fts_terms(query))
     order = np.lexsort((rows, -scores))
     assert [(int(rows[i]), float(scores[i])) for i in order] == idx.fts_search(query, 100)
+
+
+@pytest.mark.parametrize("size", [30, 20_000])
+def test_the_k_best_scores_keep_every_tie_on_both_selection_paths(size):
+    """The lexical pool's selection: every score at least the k-th best, ties included,
+    whether selected among all scores or above a sampled threshold (large arrays)."""
+    from varaverk.retrieval.candidates import SAMPLE_FROM, at_least_kth
+
+    assert (size >= SAMPLE_FROM) == (size == 20_000)
+    rng = np.random.default_rng(5)
+    scores = rng.integers(0, 400, size).astype(np.float64) / 7   # many ties
+    for k in (1, 7, 20, 29):
+        kth = np.sort(scores)[::-1][k - 1]
+        got = at_least_kth(scores, k)
+        assert got.tolist() == np.flatnonzero(scores >= kth).tolist()
+        assert got.size >= k

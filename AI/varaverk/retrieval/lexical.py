@@ -197,10 +197,16 @@ class Bm25:
             words: the query words exactly as ``varaverk.text.fts_terms`` gives them.
 
         Returns:
-            ``(row ids int64, scores float64)`` unsorted, higher is better (FTS5's bm25()
+            ``(row ids int64 ascending, scores float64)``, higher is better (FTS5's bm25()
             negated, as ``Index.fts_search`` reports it); None when a word cannot be tokenized
             here (the caller falls back to ``Index.fts_search``).
         """
+        found = self.score_rows(words)
+        return None if found is None else (self.ids[found[0]], found[1])
+
+    def score_rows(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
+        """``score`` with each row given by its position in ``self.ids`` (int64 ascending):
+        a caller that keeps a few of the rows looks up only their ids."""
         phrases = []
         for w in words:
             toks = fts_tokens(w)
@@ -213,9 +219,7 @@ class Bm25:
         if not found:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         # phrase by phrase, as FTS5's C loop adds them
-        where, total = summed_by_row([hit[2] for hit in found], [hit[3] for hit in found],
-                                     self.rows)
-        return self.ids[where], total
+        return summed_by_row([hit[2] for hit in found], [hit[3] for hit in found], self.rows)
 
 
 def summed_by_row(rows: Sequence[np.ndarray], weights: Sequence[np.ndarray],
