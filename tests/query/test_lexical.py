@@ -220,3 +220,16 @@ def test_the_k_best_scores_keep_every_tie_on_both_selection_paths(size):
         got = at_least_kth(scores, k)
         assert got.tolist() == np.flatnonzero(scores >= kth).tolist()
         assert got.size >= k
+
+
+@pytest.mark.parametrize("data, values", [
+    (bytes([5, 0, 127, 1]), [5, 0, 127, 1]),              # one byte each
+    (bytes([5, 0x82, 0x2C, 127]), [5, 300, 127]),          # one of two bytes among them
+])
+def test_varints_of_one_byte_each_decode_as_any_width_does(data, values):
+    from varaverk.index.store.fts import varint_values
+
+    got = varint_values(data)
+    assert got.tolist() == values and got.dtype == np.int64
+    with pytest.raises(ValueError):
+        varint_values(data + bytes([0x81]))                 # truncated
