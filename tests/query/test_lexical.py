@@ -210,7 +210,7 @@ def test_scores_equal_fts5_bm25_when_only_postings_are_added(idx, query, monkeyp
 def test_the_k_best_scores_keep_every_tie_on_both_selection_paths(size):
     """The lexical pool's selection: every score at least the k-th best, ties included,
     whether selected among all scores or above a sampled threshold (large arrays)."""
-    from varaverk.retrieval.candidates import SAMPLE_FROM, at_least_kth
+    from varaverk.retrieval.scoring import SAMPLE_FROM, at_least_kth
 
     assert (size >= SAMPLE_FROM) == (size == 20_000)
     rng = np.random.default_rng(5)

@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from varaverk.retrieval.caches import TableCache
-from varaverk.retrieval.scoring import (EMPTY_IDS, EMPTY_SCORES, SAMPLE_FROM, dense_scores,
+from varaverk.retrieval.scoring import (EMPTY_IDS, EMPTY_SCORES, at_least_kth, dense_scores,
                                         rows_of, top_k)
 from varaverk.text import fts_terms
 
@@ -180,24 +180,6 @@ def lexical_scored(text: str, limit: int, table: TableCache, mask: np.ndarray | 
         at, scores = at[keep], scores[keep]
     order = np.lexsort((at, -scores))[:limit]
     return bm25.ids[at[order]], scores[order].astype(np.float64, copy=False)
-
-
-def at_least_kth(scores: np.ndarray, k: int) -> np.ndarray:
-    """int64 indices, ascending, of every score ≥ the k-th largest (0 < k < scores.size):
-    the k best with all their ties. From ``SAMPLE_FROM`` scores the selection runs among
-    those above a threshold sampled from every 16th score (as ``scoring.top_k`` does), never
-    fewer than k of them, so the result is the same as a selection over all."""
-    if scores.size >= SAMPLE_FROM and k * 16 < scores.size:
-        sample = scores[::16]
-        j = min(sample.size, -(-3 * k // 16) + 1)
-        threshold = np.partition(sample, sample.size - j)[sample.size - j]
-        above = np.flatnonzero(scores >= threshold)
-        if above.size >= k:
-            part = scores[above]
-            kth = np.partition(part, part.size - k)[part.size - k]
-            return above[part >= kth]
-    kth = np.partition(scores, scores.size - k)[scores.size - k]
-    return np.flatnonzero(scores >= kth)
 
 
 def _lexical_fts(text: str, limit: int, table: TableCache,
