@@ -199,3 +199,18 @@ def test_sources_stay_aligned_with_the_rows_kept(tmp_path):
     assert len(good) == len(names) and table.ids.tolist() == [r[0] for r in good]
     assert table.sources.tolist() == [r[1] for r in good] == names
     assert np.isin(table.sources, ["notes"]).sum() == 3
+
+
+def test_chunks_of_several_sources_without_a_known_dimension_read_an_empty_table(tmp_path):
+    path = tmp_path / "index.sqlite"
+    rows = [(replace(c, source=s), v) for (c, v), s in zip(_rows(3), ("repo", "notes", "repo"))]
+    with Index.open(path) as index:
+        index.write(IndexChanges(new_chunks=rows, embedder=("t", "m", 4)))
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM meta WHERE key = 'embed_dimension'")
+    conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
+    conn.commit()
+    conn.close()
+    with Index.open(path, readonly=True) as index:
+        table = index.vector_table()
+    assert table.ids.size == table.sources.size == table.matrix.shape[0] == 0

@@ -265,7 +265,7 @@ def summed_by_row(rows: Sequence[np.ndarray], weights: Sequence[np.ndarray],
 
 # Rows from which ``summed_by_row`` may add only the postings, and the share of the rows the
 # postings must stay under for it (1/8): below either a pass over every row costs less
-# (tests/benchmarks/bench_opening.py --warm).
+# (tests/RESULTS.md, the perfq2 entry).
 SPARSE_FROM = 20000
 SPARSE_SHARE = 8
 

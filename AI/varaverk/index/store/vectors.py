@@ -243,6 +243,8 @@ def _row_sources(conn, ids: "np.ndarray") -> "np.ndarray":
     then the ids of every source but the most common one, whose name the other rows take."""
     import numpy as np
 
+    if not ids.size:     # no chunks, or no vectors of a known dimension
+        return np.zeros(0, dtype=str)
     counts = conn.execute("SELECT source, count(*) FROM chunks GROUP BY source"
                           " ORDER BY count(*) DESC, source").fetchall()
     names = np.array([name for name, _ in counts] or [""], dtype=str)
