@@ -214,3 +214,20 @@ def test_chunks_of_several_sources_without_a_known_dimension_read_an_empty_table
     with Index.open(path, readonly=True) as index:
         table = index.vector_table()
     assert table.ids.size == table.sources.size == table.matrix.shape[0] == 0
+
+
+def test_paths_are_numbered_in_order_of_first_appearance_among_the_rows_kept(tmp_path):
+    # Paths not in alphabetical order, interleaved, and the first chunk of "z.md" unusable:
+    # its file is first seen at its next chunk.
+    path = tmp_path / "index.sqlite"
+    with Index.open(path) as index:
+        index.write(IndexChanges(embedder=("t", "m", 4)))
+    _insert(path, "S", "z.md", np.zeros(4, "<f4").tobytes())
+    files = ["m.md", "z.md", "a.md", "z.md", "m.md", "b.md"]
+    rows = [(replace(c, path=f), v) for (c, v), f in zip(_rows(len(files)), files)]
+    with Index.open(path) as index:
+        index.write(IndexChanges(new_chunks=rows, embedder=("t", "m", 4)))
+        table = index.vector_table()
+    assert len(table.excluded) == 1 and table.paths.tolist() == files
+    assert table.paths.distinct.tolist() == ["m.md", "z.md", "a.md", "b.md"]
+    assert table.path_numbers.tolist() == [0, 1, 2, 1, 0, 3]
