@@ -136,9 +136,9 @@ def read_vector_table(conn, meta: dict[str, str],
                       ) -> VectorTable:
     """The ``VectorTable`` of the chunks ``conn`` holds under ``meta``, in one read
     transaction: ``VECTOR_BATCH`` rows per SQLite read (``_batch``), each vector copied into
-    one preallocated float32 matrix, and kinds and sections numbered as they are read (a
-    table holds few of each; their arrays are made from the distinct values); sources and
-    paths from their indexes (``_row_sources``, ``_row_paths``).
+    one preallocated float32 matrix, and kinds, sections and paths numbered as they are read
+    (a table holds few of each; their arrays are made from the distinct values); sources
+    from the source index (``_row_sources``).
     Titles are read by id when ranking first asks for a row's (``RowTitles`` over
     ``read_titles``: ``{id: title}`` of the ids given, or of every chunk for None; without it
     the table has no titles).
@@ -150,18 +150,18 @@ def read_vector_table(conn, meta: dict[str, str],
     import numpy as np
 
     dim = int(meta.get("embed_dimension") or 0)
-    numbered = tuple(_Numbering() for _ in _COLUMNS)     # kind, section
+    numbered = tuple(_Numbering() for _ in _COLUMNS)     # kind, section, path
     conn.execute("BEGIN")
     try:
         ids, matrix, excluded = _vector_block(conn, dim, numbered)
-        keep = usable_rows(matrix)
-        if not keep.all():
-            excluded += ids[~keep].tolist()
-            ids, matrix = ids[keep], matrix[keep]
-        sources, paths = _row_sources(conn, ids), _row_paths(conn, ids)
+        sources = _row_sources(conn, ids)
     finally:
         conn.execute("COMMIT")
-    kinds, sections = (NumberedColumn(*n.values(keep)) for n in numbered)
+    keep = usable_rows(matrix)
+    if not keep.all():
+        excluded += ids[~keep].tolist()
+        ids, matrix, sources = ids[keep], matrix[keep], sources[keep]
+    kinds, sections, paths = (NumberedColumn(*n.values(keep)) for n in numbered)
     return VectorTable(
         ids=ids,
         matrix=np.ascontiguousarray(matrix, dtype=np.float32),
@@ -184,7 +184,7 @@ def read_vector_table(conn, meta: dict[str, str],
 # per row.
 VECTOR_BATCH = 4096
 # The string columns a vector table numbers, in ``read_vector_table``'s order.
-_COLUMNS = ("kind", "section")
+_COLUMNS = ("kind", "section", "path")
 # Between a batch's strings (a value holding one makes its batch read row by row).
 _SEP = "\x1f"
 # One batch in id order as one value per column: row ids, BLOB lengths in bytes, the BLOBs
@@ -256,32 +256,6 @@ def _row_sources(conn, ids: "np.ndarray") -> "np.ndarray":
         rows = np.minimum(np.searchsorted(ids, held), ids.size - 1)
         numbers[rows[ids[rows] == held]] = number
     return names[numbers]
-
-
-def _row_paths(conn, ids: "np.ndarray") -> NumberedColumn:
-    """The file path of each chunk in ``ids`` (int64 ascending, read in the same transaction),
-    numbered in order of first appearance as ``_Numbering`` numbers a column: read from the
-    path index, one row per file (its ids ascending), not a string per chunk."""
-    import numpy as np
-
-    files = conn.execute("SELECT path, group_concat(id), count(*) FROM chunks"
-                         " GROUP BY path ORDER BY path").fetchall()
-    if not ids.size or not files:
-        return NumberedColumn(np.array([""], dtype=str), np.zeros(ids.size, dtype=np.int64))
-    held = np.fromstring(",".join(f[1] for f in files), dtype=np.int64, sep=",")
-    counts = np.array([f[2] for f in files], dtype=np.int64)
-    rows = np.minimum(np.searchsorted(ids, held), ids.size - 1)
-    rows[ids[rows] != held] = ids.size        # a chunk left out of the table
-    # A file's first row: its ids ascend, but its first ones may have been left out.
-    first = np.minimum.reduceat(rows, np.cumsum(counts) - counts)
-    shown = np.flatnonzero(first < ids.size)
-    shown = shown[np.argsort(first[shown], kind="stable")]   # in order of first appearance
-    number = np.zeros(len(files), dtype=np.int64)
-    number[shown] = np.arange(shown.size)
-    numbers = np.zeros(ids.size + 1, dtype=np.int64)
-    numbers[rows] = np.repeat(number, counts)
-    distinct = np.array([files[i][0] for i in shown.tolist()] or [""], dtype=str)
-    return NumberedColumn(distinct, numbers[:ids.size])
 
 
 def _batch(conn, after: int, limit: int, whole: bool
