@@ -206,13 +206,13 @@ def test_scores_equal_fts5_bm25_when_only_postings_are_added(idx, query, monkeyp
     assert [(int(rows[i]), float(scores[i])) for i in order] == idx.fts_search(query, 100)
 
 
-@pytest.mark.parametrize("size", [30, 20_000])
+@pytest.mark.parametrize("size", [30, 2_000, 20_000])
 def test_the_k_best_scores_keep_every_tie_on_both_selection_paths(size):
     """The lexical pool's selection: every score at least the k-th best, ties included,
     whether selected among all scores or above a sampled threshold (large arrays)."""
-    from varaverk.retrieval.scoring import SAMPLE_FROM, at_least_kth
+    from varaverk.retrieval.scoring import SAMPLE_KTH_FROM, at_least_kth
 
-    assert (size >= SAMPLE_FROM) == (size == 20_000)
+    assert (size >= SAMPLE_KTH_FROM) == (size > 30)
     rng = np.random.default_rng(5)
     scores = rng.integers(0, 400, size).astype(np.float64) / 7   # many ties
     for k in (1, 7, 20, 29):

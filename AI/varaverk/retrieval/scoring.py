@@ -25,6 +25,11 @@ SAMPLE_FROM = 8192
 # core's memory bandwidth limits it there, while below it handing a block to another thread
 # costs more than it saves (bench_scoring).
 PARALLEL_FROM = 32768
+# From this many scores the lexical pool's selection (``at_least_kth``) samples a threshold
+# first: it runs right after the dense product has streamed the matrix through the caches,
+# where one partition of a few thousand scores costs more than the sampling (tests/RESULTS.md,
+# the perfq2 entry).
+SAMPLE_KTH_FROM = 1024
 MAX_DENSE_THREADS = 4
 
 # Shared empty results (read-only: a caller that needs to write makes its own array).
@@ -175,21 +180,22 @@ def _top(s: np.ndarray, k: int) -> np.ndarray:
 def at_least_kth(s: np.ndarray, k: int) -> np.ndarray:
     """int64 indices, ascending, of every value of ``s`` ≥ its k-th largest (0 < k < s.size):
     the k best with all their ties (the lexical pool, where equal BM25 scores are common).
-    Selected as ``top_k`` selects, so on a large array among the values above a sampled
-    threshold."""
-    above = _above_sampled_threshold(s, k)
+    Selected as ``top_k`` selects, so from ``SAMPLE_KTH_FROM`` values among those above a
+    sampled threshold."""
+    above = _above_sampled_threshold(s, k, SAMPLE_KTH_FROM)
     part = s if above is None else s[above]
     kth = np.partition(part, part.size - k)[part.size - k]
     return np.flatnonzero(s >= kth) if above is None else above[part >= kth]
 
 
-def _above_sampled_threshold(s: np.ndarray, k: int) -> np.ndarray | None:
+def _above_sampled_threshold(s: np.ndarray, k: int,
+                             start: int = SAMPLE_FROM) -> np.ndarray | None:
     """int64 indices of the values of ``s`` at or above a threshold that at least k of them
-    reach, or None when ``s`` is too short to sample (below ``SAMPLE_FROM`` or 16k values)
-    or fewer than k reach it. The threshold is the j-th best of every 16th value, which
+    reach, or None when ``s`` is too short to sample (below ``start`` or 16k values) or
+    fewer than k reach it. The threshold is the j-th best of every 16th value, which
     leaves about 3k candidates, so the O(n) pass is one comparison instead of a selection
     over every value."""
-    if not (k * 16 < s.size and s.size >= SAMPLE_FROM):
+    if not (k * 16 < s.size and s.size >= start):
         return None
     sample = s[::16]
     j = min(sample.size, -(-3 * k // 16) + 1)
