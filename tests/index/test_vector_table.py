@@ -173,3 +173,61 @@ def test_a_utf16_index_reads_the_same_vectors_and_document_sizes(tmp_path):
         index.write(IndexChanges(new_chunks=rows, embedder=("t", "m", 4)))
         assert lengths.tolist() == index.fts_doc_lengths()[1].tolist()
     assert (lengths > 0).all()
+
+
+def test_sources_stay_aligned_with_the_rows_kept(tmp_path):
+    # Three sources, the most common one first in no id order, and an unusable row of a
+    # minority source: each row keeps its own source's name.
+    path = tmp_path / "index.sqlite"
+    names = ["repo", "notes", "repo", "chats", "notes", "repo", "repo", "notes"]
+    rows = [(replace(c, source=s), v) for (c, v), s in zip(_rows(len(names)), names)]
+    with Index.open(path) as index:
+        index.write(IndexChanges(new_chunks=rows[:4], embedder=("t", "m", 4)))
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO chunks (path, kind, section, title, start_line, end_line, text,"
+                 " context, vec, source) VALUES ('z.md', 'doc', 'S', 'T', 1, 1, 't', 'c', ?,"
+                 " 'chats')", (np.zeros(4, "<f4").tobytes(),))
+    conn.commit()
+    conn.close()
+    with Index.open(path) as index:
+        index.write(IndexChanges(new_chunks=rows[4:], embedder=("t", "m", 4)))
+        table = index.vector_table()
+    conn = sqlite3.connect(path)
+    stored = conn.execute("SELECT id, source, path FROM chunks ORDER BY id").fetchall()
+    conn.close()
+    good = [r for r in stored if r[2] != "z.md"]
+    assert len(good) == len(names) and table.ids.tolist() == [r[0] for r in good]
+    assert table.sources.tolist() == [r[1] for r in good] == names
+    assert np.isin(table.sources, ["notes"]).sum() == 3
+
+
+def test_chunks_of_several_sources_without_a_known_dimension_read_an_empty_table(tmp_path):
+    path = tmp_path / "index.sqlite"
+    rows = [(replace(c, source=s), v) for (c, v), s in zip(_rows(3), ("repo", "notes", "repo"))]
+    with Index.open(path) as index:
+        index.write(IndexChanges(new_chunks=rows, embedder=("t", "m", 4)))
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM meta WHERE key = 'embed_dimension'")
+    conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'generation'")
+    conn.commit()
+    conn.close()
+    with Index.open(path, readonly=True) as index:
+        table = index.vector_table()
+    assert table.ids.size == table.sources.size == table.matrix.shape[0] == 0
+
+
+def test_paths_are_numbered_in_order_of_first_appearance_among_the_rows_kept(tmp_path):
+    # Paths not in alphabetical order, interleaved, and the first chunk of "z.md" unusable:
+    # its file is first seen at its next chunk.
+    path = tmp_path / "index.sqlite"
+    with Index.open(path) as index:
+        index.write(IndexChanges(embedder=("t", "m", 4)))
+    _insert(path, "S", "z.md", np.zeros(4, "<f4").tobytes())
+    files = ["m.md", "z.md", "a.md", "z.md", "m.md", "b.md"]
+    rows = [(replace(c, path=f), v) for (c, v), f in zip(_rows(len(files)), files)]
+    with Index.open(path) as index:
+        index.write(IndexChanges(new_chunks=rows, embedder=("t", "m", 4)))
+        table = index.vector_table()
+    assert len(table.excluded) == 1 and table.paths.tolist() == files
+    assert table.paths.distinct.tolist() == ["m.md", "z.md", "a.md", "b.md"]
+    assert table.path_numbers.tolist() == [0, 1, 2, 1, 0, 3]

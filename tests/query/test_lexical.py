@@ -172,3 +172,64 @@ def test_doc_lengths_sum_varints_of_any_width_row_by_row():
     assert varint_row_sums(b"".join(blobs), sizes).tolist() == [305, 255, 2**21 + 7]
     with pytest.raises(ValueError):
         varint_row_sums(bytes([5, 0x82]), np.array([2]))    # the last varint never ends
+
+
+@pytest.mark.parametrize("n", [40, 100_000])
+def test_rows_summed_term_by_term_as_fts5_adds_them_on_both_paths(n):
+    """A pass over every row (small tables, dense postings) and the postings alone (few
+    postings in a large table) give the same bits: each row's weights added in term order,
+    from 0.0, so that 1e16 + 1 + 1 stays 1e16 where 1e16 + (1 + 1) would not."""
+    from varaverk.retrieval import lexical
+
+    assert (n >= lexical.SPARSE_FROM) == (n == 100_000)
+    rows = [np.array([3, 7, 30], dtype=np.int64), np.array([7, 30, 39], dtype=np.int64),
+            np.array([0, 7, 30], dtype=np.int64)]
+    weights = [np.array([0.5, 1e16, 0.1]), np.array([1.0, 0.2, 2.0]), np.array([4.0, 1.0, 0.3])]
+    expected: dict[int, float] = {}
+    for r, w in zip(rows, weights):
+        for row, weight in zip(r.tolist(), w.tolist()):
+            expected[row] = expected.get(row, 0.0) + weight
+    held, total = lexical.summed_by_row(rows, weights, n)
+    assert held.tolist() == sorted(expected)
+    assert total.tolist() == [expected[r] for r in sorted(expected)]
+    assert total[held.tolist().index(7)] == 1e16 and total.dtype == np.float64
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_scores_equal_fts5_bm25_when_only_postings_are_added(idx, query, monkeypatch):
+    from varaverk.retrieval import lexical
+
+    monkeypatch.setattr(lexical, "SPARSE_FROM", 0)
+    monkeypatch.setattr(lexical, "SPARSE_SHARE", 0)
+    rows, scores = Bm25(idx).score(fts_terms(query))
+    order = np.lexsort((rows, -scores))
+    assert [(int(rows[i]), float(scores[i])) for i in order] == idx.fts_search(query, 100)
+
+
+@pytest.mark.parametrize("size", [30, 2_000, 20_000])
+def test_the_k_best_scores_keep_every_tie_on_both_selection_paths(size):
+    """The lexical pool's selection: every score at least the k-th best, ties included,
+    whether selected among all scores or above a sampled threshold (large arrays)."""
+    from varaverk.retrieval.scoring import SAMPLE_KTH_FROM, at_least_kth
+
+    assert (size >= SAMPLE_KTH_FROM) == (size > 30)
+    rng = np.random.default_rng(5)
+    scores = rng.integers(0, 400, size).astype(np.float64) / 7   # many ties
+    for k in (1, 7, 20, 29):
+        kth = np.sort(scores)[::-1][k - 1]
+        got = at_least_kth(scores, k)
+        assert got.tolist() == np.flatnonzero(scores >= kth).tolist()
+        assert got.size >= k
+
+
+@pytest.mark.parametrize("data, values", [
+    (bytes([5, 0, 127, 1]), [5, 0, 127, 1]),              # one byte each
+    (bytes([5, 0x82, 0x2C, 127]), [5, 300, 127]),          # one of two bytes among them
+])
+def test_varints_of_one_byte_each_decode_as_any_width_does(data, values):
+    from varaverk.index.store.fts import varint_values
+
+    got = varint_values(data)
+    assert got.tolist() == values and got.dtype == np.int64
+    with pytest.raises(ValueError):
+        varint_values(data + bytes([0x81]))                 # truncated

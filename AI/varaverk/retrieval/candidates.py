@@ -26,7 +26,8 @@ from typing import NamedTuple
 import numpy as np
 
 from varaverk.retrieval.caches import TableCache
-from varaverk.retrieval.scoring import EMPTY_IDS, EMPTY_SCORES, dense_scores, rows_of, top_k
+from varaverk.retrieval.scoring import (EMPTY_IDS, EMPTY_SCORES, at_least_kth, dense_scores,
+                                        rows_of, top_k)
 from varaverk.text import fts_terms
 
 log = logging.getLogger(__name__)
@@ -157,28 +158,28 @@ def lexical_scored(text: str, limit: int, table: TableCache, mask: np.ndarray | 
     scored = None
     if bm25 is not None:
         try:
-            scored = bm25.score(fts_terms(text) if terms is None else terms)
+            scored = bm25.score_rows(fts_terms(text) if terms is None else terms)
         except Exception as exc:  # an unreadable posting costs the fast path, not the query
             log.warning("in-process BM25 failed (%s); using FTS5", exc)
     if scored is None:
         found = _lexical_fts(text, limit, table, mask)
         return (np.array([c for c, _ in found], dtype=np.int64),
                 np.array([b for _, b in found], dtype=np.float64))
-    rows, scores = scored
-    if not rows.size:
+    at, scores = scored     # positions in bm25.ids, ascending: in id order
+    if not at.size:
         return EMPTY_IDS, EMPTY_SCORES
     ids = table.ids
     if ids.size and mask is not None:
+        rows = bm25.ids[at]
         pos = np.minimum(np.searchsorted(ids, rows), ids.size - 1)
         in_table = ids[pos] == rows
         allowed = ~in_table | mask[pos]
-        rows, scores = rows[allowed], scores[allowed]
-    if rows.size > limit:
-        kth = np.partition(scores, rows.size - limit)[rows.size - limit]
-        keep = scores >= kth
-        rows, scores = rows[keep], scores[keep]
-    order = np.lexsort((rows, -scores))[:limit]
-    return rows[order].astype(np.int64, copy=False), scores[order].astype(np.float64, copy=False)
+        at, scores = at[allowed], scores[allowed]
+    if at.size > limit:
+        keep = at_least_kth(scores, limit)
+        at, scores = at[keep], scores[keep]
+    order = np.lexsort((at, -scores))[:limit]
+    return bm25.ids[at[order]], scores[order].astype(np.float64, copy=False)
 
 
 def _lexical_fts(text: str, limit: int, table: TableCache,

@@ -197,10 +197,16 @@ class Bm25:
             words: the query words exactly as ``varaverk.text.fts_terms`` gives them.
 
         Returns:
-            ``(row ids int64, scores float64)`` unsorted, higher is better (FTS5's bm25()
+            ``(row ids int64 ascending, scores float64)``, higher is better (FTS5's bm25()
             negated, as ``Index.fts_search`` reports it); None when a word cannot be tokenized
             here (the caller falls back to ``Index.fts_search``).
         """
+        found = self.score_rows(words)
+        return None if found is None else (self.ids[found[0]], found[1])
+
+    def score_rows(self, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray] | None:
+        """``score`` with each row given by its position in ``self.ids`` (int64 ascending):
+        a caller that keeps a few of the rows looks up only their ids."""
         phrases = []
         for w in words:
             toks = fts_tokens(w)
@@ -213,9 +219,7 @@ class Bm25:
         if not found:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
         # phrase by phrase, as FTS5's C loop adds them
-        where, total = summed_by_row([hit[2] for hit in found], [hit[3] for hit in found],
-                                     self.rows)
-        return self.ids[where], total
+        return summed_by_row([hit[2] for hit in found], [hit[3] for hit in found], self.rows)
 
 
 def summed_by_row(rows: Sequence[np.ndarray], weights: Sequence[np.ndarray],
@@ -230,13 +234,40 @@ def summed_by_row(rows: Sequence[np.ndarray], weights: Sequence[np.ndarray],
 
     Returns:
         ``(rows int64 ascending, totals float64)`` of the rows holding any term (new arrays).
+
+    Costs what the terms' postings cost when they hold few of the rows (``SPARSE_SHARE``), a
+    pass over all ``n`` rows otherwise (where that pass is the cheaper).
     """
     if len(rows) == 1:
         return rows[0].copy(), weights[0].copy()
-    # bincount adds in array order: each row's weights term by term.
-    total = np.bincount(np.concatenate(rows), weights=np.concatenate(weights), minlength=n)
-    held = np.flatnonzero(total > 0)
-    return held, total[held]
+    held = np.concatenate(rows)
+    if n < SPARSE_FROM or held.size * SPARSE_SHARE > n:
+        # bincount adds in array order: each row's weights term by term.
+        total = np.bincount(held, weights=np.concatenate(weights), minlength=n)
+        held = np.flatnonzero(total > 0)
+        return held, total[held]
+    # Only the postings: each one's place among the distinct rows (a stable sort keeps every
+    # term's rows ascending), then the terms added in turn, as bincount adds them.
+    order = held.argsort(kind="stable")
+    ranked = held[order]
+    first = np.empty(ranked.size, dtype=bool)
+    first[0] = True
+    np.not_equal(ranked[1:], ranked[:-1], out=first[1:])
+    place = np.empty(held.size, dtype=np.int64)
+    place[order] = np.cumsum(first) - 1
+    total = np.zeros(int(place[order[-1]]) + 1, dtype=np.float64)
+    start = 0
+    for w in weights:
+        total[place[start:start + w.size]] += w    # a term's rows are distinct
+        start += w.size
+    return ranked[first], total
+
+
+# Rows from which ``summed_by_row`` may add only the postings, and the share of the rows the
+# postings must stay under for it (1/8): below either a pass over every row costs less
+# (tests/RESULTS.md, the perfq2 entry).
+SPARSE_FROM = 20000
+SPARSE_SHARE = 8
 
 
 def _idf(n: float, hits: float) -> float:

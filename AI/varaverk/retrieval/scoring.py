@@ -25,6 +25,11 @@ SAMPLE_FROM = 8192
 # core's memory bandwidth limits it there, while below it handing a block to another thread
 # costs more than it saves (bench_scoring).
 PARALLEL_FROM = 32768
+# From this many scores the lexical pool's selection (``at_least_kth``) samples a threshold
+# first: it runs right after the dense product has streamed the matrix through the caches,
+# where one partition of a few thousand scores costs more than the sampling (tests/RESULTS.md,
+# the perfq2 entry).
+SAMPLE_KTH_FROM = 1024
 MAX_DENSE_THREADS = 4
 
 # Shared empty results (read-only: a caller that needs to write makes its own array).
@@ -162,21 +167,41 @@ def _top(s: np.ndarray, k: int) -> np.ndarray:
     k = min(k, s.size)
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
-    if k * 16 < s.size and s.size >= SAMPLE_FROM:
-        # Select on a threshold first: the j-th best of every 16th score leaves about 3k
-        # candidates (never fewer than k, else the full partition below), so the O(n) pass is
-        # one comparison instead of a selection over every row.
-        sample = s[::16]
-        j = min(sample.size, -(-3 * k // 16) + 1)
-        threshold = np.partition(sample, sample.size - j)[sample.size - j]
-        candidates = np.flatnonzero(s >= threshold)
-        part = (candidates[_best(s[candidates], k)] if candidates.size >= k
-                else _best(s, k))
+    candidates = _above_sampled_threshold(s, k)
+    if candidates is not None:
+        part = candidates[_best(s[candidates], k)]
     elif k < s.size:
         part = _best(s, k)
     else:
         part = np.arange(s.size)
     return part[np.lexsort((part, -s[part]))]
+
+
+def at_least_kth(s: np.ndarray, k: int) -> np.ndarray:
+    """int64 indices, ascending, of every value of ``s`` ≥ its k-th largest (0 < k < s.size):
+    the k best with all their ties (the lexical pool, where equal BM25 scores are common).
+    Selected as ``top_k`` selects, so from ``SAMPLE_KTH_FROM`` values among those above a
+    sampled threshold."""
+    above = _above_sampled_threshold(s, k, SAMPLE_KTH_FROM)
+    part = s if above is None else s[above]
+    kth = np.partition(part, part.size - k)[part.size - k]
+    return np.flatnonzero(s >= kth) if above is None else above[part >= kth]
+
+
+def _above_sampled_threshold(s: np.ndarray, k: int,
+                             start: int = SAMPLE_FROM) -> np.ndarray | None:
+    """int64 indices of the values of ``s`` at or above a threshold that at least k of them
+    reach, or None when ``s`` is too short to sample (below ``start`` or 16k values) or
+    fewer than k reach it. The threshold is the j-th best of every 16th value, which
+    leaves about 3k candidates, so the O(n) pass is one comparison instead of a selection
+    over every value."""
+    if not (k * 16 < s.size and s.size >= start):
+        return None
+    sample = s[::16]
+    j = min(sample.size, -(-3 * k // 16) + 1)
+    threshold = np.partition(sample, sample.size - j)[sample.size - j]
+    candidates = np.flatnonzero(s >= threshold)
+    return candidates if candidates.size >= k else None
 
 
 def _best(s: np.ndarray, k: int) -> np.ndarray:

@@ -87,6 +87,8 @@ def varint_values(data: bytes) -> "np.ndarray":
     last = b < 0x80
     if not b.size or not last[-1]:
         raise ValueError("truncated varint in FTS5 document sizes")
+    if last.all():   # every count under 128 (the label field's, most text columns'): a byte each
+        return b.astype(np.int64)
     ends = np.flatnonzero(last)
     varint = np.cumsum(last) - last             # the varint each byte belongs to
     after = ends[varint] - np.arange(b.size)    # bytes after it in that varint

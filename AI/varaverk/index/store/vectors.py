@@ -136,8 +136,9 @@ def read_vector_table(conn, meta: dict[str, str],
                       ) -> VectorTable:
     """The ``VectorTable`` of the chunks ``conn`` holds under ``meta``, in one read
     transaction: ``VECTOR_BATCH`` rows per SQLite read (``_batch``), each vector copied into
-    one preallocated float32 matrix, and kinds, sections, sources and paths numbered as they
-    are read (a table holds few of each; their arrays are made from the distinct values).
+    one preallocated float32 matrix, and kinds, sections and paths numbered as they are read
+    (a table holds few of each; their arrays are made from the distinct values); sources
+    from the source index (``_row_sources``).
     Titles are read by id when ranking first asks for a row's (``RowTitles`` over
     ``read_titles``: ``{id: title}`` of the ids given, or of every chunk for None; without it
     the table has no titles).
@@ -149,17 +150,18 @@ def read_vector_table(conn, meta: dict[str, str],
     import numpy as np
 
     dim = int(meta.get("embed_dimension") or 0)
-    numbered = tuple(_Numbering() for _ in range(4))     # kind, section, source, path
+    numbered = tuple(_Numbering() for _ in _COLUMNS)     # kind, section, path
     conn.execute("BEGIN")
     try:
         ids, matrix, excluded = _vector_block(conn, dim, numbered)
+        sources = _row_sources(conn, ids)
     finally:
         conn.execute("COMMIT")
     keep = usable_rows(matrix)
     if not keep.all():
         excluded += ids[~keep].tolist()
-        ids, matrix = ids[keep], matrix[keep]
-    kinds, sections, sources, paths = (NumberedColumn(*n.values(keep)) for n in numbered)
+        ids, matrix, sources = ids[keep], matrix[keep], sources[keep]
+    kinds, sections, paths = (NumberedColumn(*n.values(keep)) for n in numbered)
     return VectorTable(
         ids=ids,
         matrix=np.ascontiguousarray(matrix, dtype=np.float32),
@@ -170,7 +172,7 @@ def read_vector_table(conn, meta: dict[str, str],
         model=meta.get("embed_model", ""),
         excluded=tuple(sorted(excluded)),
         titles=None if read_titles is None else RowTitles(ids, read_titles),
-        sources=np.asarray(sources),
+        sources=sources,
         paths=paths,
         path_numbers=paths.numbers,
         section_numbers=sections.numbers,
@@ -182,7 +184,7 @@ def read_vector_table(conn, meta: dict[str, str],
 # per row.
 VECTOR_BATCH = 4096
 # The string columns a vector table numbers, in ``read_vector_table``'s order.
-_COLUMNS = ("kind", "section", "source", "path")
+_COLUMNS = ("kind", "section", "path")
 # Between a batch's strings (a value holding one makes its batch read row by row).
 _SEP = "\x1f"
 # One batch in id order as one value per column: row ids, BLOB lengths in bytes, the BLOBs
@@ -232,6 +234,28 @@ def _vector_block(conn, dim: int, numbered: tuple["_Numbering", ...]
             numbering.add(values)
         at += got.size
     return ids[:at], matrix[:at], excluded
+
+
+def _row_sources(conn, ids: "np.ndarray") -> "np.ndarray":
+    """str (n,): the source name of each chunk in ``ids`` (int64 ascending, read in the same
+    transaction). Read from the source index, not row by row with the vectors (a string per
+    row through SQLite costs the first question more than the index): a count per source,
+    then the ids of every source but the most common one, whose name the other rows take."""
+    import numpy as np
+
+    if not ids.size:     # no chunks, or no vectors of a known dimension
+        return np.zeros(0, dtype=str)
+    counts = conn.execute("SELECT source, count(*) FROM chunks GROUP BY source"
+                          " ORDER BY count(*) DESC, source").fetchall()
+    names = np.array([name for name, _ in counts] or [""], dtype=str)
+    numbers = np.zeros(ids.size, dtype=np.int64)
+    for number, (name, _) in enumerate(counts[1:], start=1):
+        found = conn.execute("SELECT group_concat(id) FROM chunks WHERE source = ?",
+                             (name,)).fetchone()[0]
+        held = np.fromstring(found, dtype=np.int64, sep=",")
+        rows = np.minimum(np.searchsorted(ids, held), ids.size - 1)
+        numbers[rows[ids[rows] == held]] = number
+    return names[numbers]
 
 
 def _batch(conn, after: int, limit: int, whole: bool
