@@ -256,3 +256,15 @@ def test_a_preloading_retriever_holds_every_chunk_only_when_all_fit_its_caches(
     smaller = Retriever(hl_settings, embedder=retriever.embedder, options=preload)._table()
     assert not smaller.chunks and not smaller.files and not smaller.places
 
+
+
+@pytest.mark.parametrize("question", [
+    "how does the mover decide when to run?",
+    "What happens to snapshots when the offsite copy fails?",
+    "power failure shutdown order",
+])
+def test_asking_for_more_results_never_reorders_the_first_ones(retriever, question):
+    # The candidate pool grew with k (three per result asked for), so `-k 40` could rank the
+    # first ten differently from `-k 10`: more candidates changed the fusion's ranks.
+    first = places(retriever.search(question, 10))
+    assert places(retriever.search(question, 40))[:10] == first

@@ -155,7 +155,9 @@ class Retriever:
         lexical = lexical_text(text)
         # fts_terms of lexical_text's words are those words (no edge punctuation, stop word,
         # one-character word or repeat is left in them): a second pass would find nothing
-        return Question(text=text, k=k, ranked=max(k, LEADING), pool=max(POOL, k * 3),
+        # The pool grows only once k passes it: a pool growing with k changed the fusion's
+        # ranks, so asking for more results reordered the first ones.
+        return Question(text=text, k=k, ranked=max(k, LEADING), pool=max(POOL, k),
                         lexical=lexical, terms=tuple(lexical.split()), names=names,
                         unknown=unknown)
 
