@@ -271,8 +271,8 @@ def _retrieve(turn: _Turn) -> None:
     request = turn.request
     try:
         rewrite_client = None
-        if request.history and looks_dependent(request.question) and _chat_client(turn):
-            rewrite_client = RecordingChatClient(_chat_client(turn), turn.work.add)
+        if request.history and looks_dependent(request.question):
+            rewrite_client = _work_client(turn)
         turn.query = standalone_query(request.question, request.history, rewrite_client)
         k = request.k or getattr(turn.settings, "ai_top_k", 5) or 5
         turn.hits = turn.retriever.search(turn.query, k, kind=request.kind,
@@ -474,6 +474,13 @@ def _record(turn: _Turn, completion, ledger_path, host: str | None) -> None:
     record = recorder(ledger_path, host or settings.ai_host_name, turn.profile.name,
                       request.source, retain_rows=retain)
     record(turn.work.with_work(completion))
+
+
+def _work_client(turn: _Turn):
+    """The turn's chat client for a model turn made on the way to the answer (the follow-up
+    rewrite): its tokens count in the answer's ledger row. None when no client can be made."""
+    client = _chat_client(turn)
+    return None if client is None else RecordingChatClient(client, turn.work.add)
 
 
 def _chat_client(turn: _Turn):
