@@ -39,15 +39,26 @@ def rotate_at_start(log_file: Path, max_bytes: int = LOG_MAX_BYTES,
         pass
 
 
+def redactable(secrets) -> list[str]:
+    """The secret values worth redacting: those of 4 characters or more (a shorter one would
+    redact ordinary words)."""
+    return [s for s in secrets if s and len(s) >= 4]
+
+
+def redact(message: str, secrets: list[str]) -> str:
+    """``message`` with every value of ``redactable(secrets)`` read as ``<redacted>``."""
+    for secret in redactable(secrets):
+        message = message.replace(secret, "<redacted>")
+    return message
+
+
 def append_line(log_dir: str | os.PathLike, program: str, level: str, message: str,
                 secrets: list[str] = ()) -> Path:
     """Append one record to ``log_dir/<program>.log`` (rotated first, as ``setup_logging``
     does), logger ``varaverk.<program>``, ``level`` as logging names it (``INFO``); the
     values of ``secrets`` (4 characters or more) read ``<redacted>``, control characters
     are escaped. Returns the file's path; raises OSError."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            message = message.replace(secret, "<redacted>")
+    message = redact(message, secrets)
     now = time.time()
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
     line = (f"{stamp},{int((now - int(now)) * 1000):03d} {program}[{os.getpid()}] {level} "

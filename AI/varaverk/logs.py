@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from varaverk.config import SECRET_KEYS, Settings, load_settings
-from varaverk.log_files import rotate_at_start
+from varaverk.log_files import redact, redactable, rotate_at_start
 from varaverk.terminal import neutralise
 
 # Pass as ``extra=DETAIL`` for per-file lines (a skipped file and its reason): they go to the
@@ -36,16 +36,14 @@ class RedactSecrets(logging.Filter):
 
     def __init__(self, secrets: list[str]):
         super().__init__()
-        self._secrets = [s for s in secrets if s and len(s) >= 4]
+        self._secrets = redactable(secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Rewrite ``record.msg`` (args merged in) when it holds a secret; always True (keep it)."""
         if self._secrets:
             message = record.getMessage()
             if any(s in message for s in self._secrets):
-                for s in self._secrets:
-                    message = message.replace(s, "<redacted>")
-                record.msg, record.args = message, None
+                record.msg, record.args = redact(message, self._secrets), None
         return True
 
 
