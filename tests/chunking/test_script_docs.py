@@ -172,3 +172,12 @@ def test_banner_and_six_section_scripts_get_no_comments_chunk():
     text = ("#!/bin/sh\n# PURPOSE\n#   Lead.\n\nPORT=8080\n"
             "# Looping through all of the deployed resources during 5 minutes\nsleep 300\n")
     assert [(c.section, c.title) for c in chunks_of("svc.sh", text)] == [("PURPOSE", "")]
+
+
+def test_python_body_comments_stay_out():
+    """A Python module documents itself in its docstring and argparse help; its body comments
+    annotate code for its maintainers."""
+    text = ('"""Rotate the camera recordings."""\n\nimport os\n\n'
+            "# Looping through all of the deployed resources during 5 minutes\n"
+            "ROUNDS = 30\n")
+    assert [c.title for c in chunks_of("tools/rotate.py", text)] == [COMMENT_TITLE]

@@ -15,12 +15,12 @@ chunk):
   lines under it (commented-out example lines included) and the variable assignments that a
   comment line directly introduces (``# choose a time ...`` / ``TIME='12 months ago'``: a
   documented setting, as in a configuration template). Other code lines are left out.
-- **Comment paragraphs** (scripts without the six sections and without banners): the runs of
-  comment lines in the body whose first line reads as prose (``# Looping through all of the
-  deployed resources during 5 minutes with 10 seconds intervals``), each with the assignment
-  it directly introduces, together in one draft titled ``comments``. A run that starts like
-  code (``# TIME='2016-08-31'``) or with a word or two (``# for postgres:``) is left out: it
-  names a step for the eye and documents nothing.
+- **Comment paragraphs** (shell or Perl scripts without the six sections or banners): the
+  runs of comment lines in the body whose first line reads as prose (``# Looping through all
+  of the deployed resources during 5 minutes with 10 seconds intervals``), each with the
+  assignment it directly introduces, together in one draft titled ``comments``. A run that
+  starts like code (``# TIME='2016-08-31'``) or with a word or two (``# for postgres:``) is
+  left out: it names a step for the eye and documents nothing.
 """
 
 from __future__ import annotations
