@@ -71,17 +71,17 @@ SHAPES: tuple[Shape, ...] = (
     Shape("Markdown front matter", "doc", "---\ntitle: NAS\napi_token: Zx81-vault-pw\n---\n# NAS",
           "masked", ("Zx81-vault-pw",), ("api_token:",)),
     Shape("a JSON array under a secret-named key (vault operator init)", "template",
-          '{\n  "unseal_keys_b64": [\n    "TrvK2v7Q1sfUIEm7+OpiDzrHvh2WmSr3qe8Q1q+zeSc="\n  ],\n'
+          '{\n  "unseal_keys_b64": [\n    "EXAMPLEv7Q1sfUIEm7+OpiDzrHvh2WmSr3qe8Q1q+zeSc="\n  ],\n'
           '  "unseal_keys_hex": [\n'
           '    "a2982cd0e6bddf7521e7d55470d49a692b6d825918f4e5ffeb7932c8d8e67bf2"\n  ]\n}',
-          "masked", ("TrvK2v7Q1sfUIEm7", "a2982cd0e6bddf75"), ('"unseal_keys_hex": [',)),
+          "masked", ("EXAMPLEv7Q1sfUIEm7", "a2982cd0e6bddf75"), ('"unseal_keys_hex": [',)),
     Shape("a YAML list under a secret-named key", "template",
           "k3s_tokens:\n  - fad771a6380b8fc30026086f12741f14\npasswords:\n- tangerinedream",
           "masked", ("fad771a6380b8fc3", "tangerinedream"), ("k3s_tokens:", "passwords:")),
     Shape("a flow list under a secret-named key", "template",
-          'api_keys: [Zq8xK2mPv9LwT4nR, "c0rrect-h0rse-b4ttery"]\n'
+          'api_keys: [EXAMPLEmPv9LwT4nR, "s3cret-h0rse-b4ttery"]\n'
           '{"tokens": ["t0ken-a1B2c3D4e5F6"], "user": "bob"}', "masked",
-          ("Zq8xK2mPv9LwT4nR", "c0rrect-h0rse", "a1B2c3D4e5F6"), ("api_keys: [", '"user": "bob"')),
+          ("EXAMPLEmPv9LwT4nR", "s3cret-h0rse", "a1B2c3D4e5F6"), ("api_keys: [", '"user": "bob"')),
     # -- secrets: credentials in URLs
     Shape("URL with user and password", "template",
           "backup_target: https://admin:s3cret-nas@nas.lan/backups", "masked", ("s3cret-nas",),
@@ -315,12 +315,14 @@ SHAPES: tuple[Shape, ...] = (
           "    key_groups:\n      - age:\n"
           "          - age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n"
           "        pgp:\n          - FBC7B9E2A4F9289AC0C1D4843D16CEE4A27381B4\n"
-          "signing_keys:\n  - 0x3AA5C34371567BD2\n  - FBC7 B9E2 A4F9 289A C0C1  D484 3D16 CEE4 A273 81B4\n"
+          "signing_keys:\n  - 0x3AA5C34371567BD2\n"
+          "  - FBC7 B9E2 A4F9 289A C0C1  D484 3D16 CEE4 A273 81B4\n"
           'verify_keys: ["ed25519:auto:Noi6WqcDj0QmPxCNQqgezwTlBKrfqehY1u2FyWP9uYw"]', "kept"),
     Shape("checksums, ids and public keys in lists under names that say so", "template",
           "sha256:\n- 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n"
           "token_ids:\n  - 1b4f0e9851971998e732078544c96b36c3d01cedf7caa332359d6f1d83567014\n"
-          "secret_fingerprints:\n  - 60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752\n"
+          "secret_fingerprints:\n"
+          "  - 60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752\n"
           "public_keys:\n  - sSAZS1Z3vB7Wx8e2yVqXfeHjgWTa80wnSYoma3mZkiU=", "kept"),
     Shape("ids: event ids, site verification", "doc",
           '"event_id": "$3IcdZsDaN_En-S1DF4EMCy3v4gNRKeOJs8W5qTOKj4I"\n'
