@@ -224,8 +224,9 @@ SHAPES: tuple[Shape, ...] = (
           'tokens:\n  - ${K3S_TOKEN}\n  - "{{ vault_k3s_token }}"\n  - changeme\n'
           "  - <your-token>\npasswords: [op://homelab/nas/password, xxx]", "kept"),
     Shape("names of secrets in a list (compose, Kubernetes, Helm)", "template",
-          "secrets:\n  - db_password\n  - postgres-admin-secret\nimagePullSecrets:\n"
-          "  - name: regcred\nexistingSecrets:\n  - minio-secret\nenv:\n"
+          "secrets:\n  - db_password\n  - pgpass\n  - postgres-admin-secret\nimagePullSecrets:\n"
+          "  - name: regcred\n  - myRegistryKeySecretName\nexistingSecrets:\n  - minio-secret\n"
+          "env:\n"
           "  - name: VPN_PASSWORD\n    valueFrom:\n      secretKeyRef:\n"
           "        name: vpn-secrets\n        key: vpn-password", "kept"),
     Shape("key names in a list under keys:", "template",
