@@ -19,8 +19,8 @@ from varaverk.masking.shapes import (BEARER, CLI_PASSWORD, CRYPT_HASH, DOC_URL_C
                                      REDIS_PASSWORD, cli_value, looks_random, token_shapes)
 from varaverk.masking.values import (EXAMPLE, FILLER, SECRETISH, URL, base64_text,
                                      directive_role, documented_as_name,
-                                     example_looking, key_words,
-                                     key_role, secret_value, stands_in)
+                                     example_looking, key_words, key_role,
+                                     names_a_listed_secret, secret_value, stands_in)
 
 
 class MaskedText(NamedTuple):
@@ -278,7 +278,8 @@ def _mask_items(ln: _Line, owner: ListOwner) -> None:
     each judged as that key's value."""
     items = _flow_items(ln.text, ln.lead, len(ln.text)) if owner.flow else [_entry(ln)]
     for start, end, quoted in items:
-        _judge(ln, owner.key, start, end, quoted, owner.line)
+        if not names_a_listed_secret(ln.text[start:end], owner.key):
+            _judge(ln, owner.key, start, end, quoted, owner.line)
 
 
 def _judge(ln: _Line, key: str, start: int, end: int, quoted: bool, key_line: int,

@@ -257,6 +257,19 @@ def _names_a_secret(v: str, key: str) -> bool:
         and key_words(key)[-1] in ("secret", "secrets") and not key.isupper()
 
 
+# A Secret's name as a list item: lower-case words (pgpass, db_password, my-registry) or
+# camelCase (myRegistryKeySecretName).
+_LISTED_NAME = re.compile(r"[a-z]+(?:[A-Z][a-z]+)*(?:[-_.][a-z0-9]+)*")
+
+
+def names_a_listed_secret(value: str, key: str) -> bool:
+    """Whether ``value``, an item of a list under ``key``, names a Secret: a key ending in
+    "secrets" (compose's ``secrets:``, Helm's ``imagePullSecrets:``) lists the Secrets a
+    service reads, and an item written as a name is one."""
+    words = key_words(key)
+    return bool(words) and words[-1] == "secrets" and bool(_LISTED_NAME.fullmatch(value.strip()))
+
+
 def secret_value(value: str, role: str, words: list[str], quoted: bool, prose: bool,
                  whole_line: bool = False, key: str = "") -> bool:
     """Whether the value of a secret-named key (``role`` strong or weak) is a secret.
