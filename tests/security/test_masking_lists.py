@@ -103,6 +103,13 @@ def test_a_bullet_list_under_a_label_of_prose_is_text():
     assert lines[11] == f"  - {MASK}"
 
 
+def test_a_label_of_several_words_owns_no_list():
+    # A template's comment block ({# ... #}) reads as YAML, but its label is text.
+    doc = "{#\n  Docker Swarm secrets (swarm only):\n  - Zq8xK2mPv9\n#}\nsecrets:\n" \
+          "  ApiKeys:\n    - Zq8xK2mPv9\n"
+    assert _masked(doc) == doc.replace("    - Zq8xK2mPv9", f"    - {MASK}").split("\n")
+
+
 def test_the_fast_test_finds_every_list_the_layout_finds():
     docs = ["tokens:\n  - a", "tokens:  # some\n\n  # more\n- a",
             '{\n  "tokens": [\n    "a"\n  ]\n}',

@@ -59,8 +59,10 @@ def may_hold_lists(text: str) -> bool:
     return False
 
 
-# A key written as code, not a label of text: lower case (k3s_tokens, api_keys) or an
-# environment variable's capitals (API_TOKENS).
+# A key that owns a list is one word (no label of text: "Docker Swarm secrets (swarm only):");
+# in prose one written as code, lower case (k3s_tokens, api_keys) or an environment
+# variable's capitals (API_TOKENS): "Passwords:" over a bullet list of tools is a label.
+_ONE_WORD_KEY = re.compile(r"[A-Za-z_][\w.-]*")
 _CODE_KEY = re.compile(r"[a-z_][\w.-]*|[A-Z][A-Z0-9]*_[A-Z0-9_]+")
 
 
@@ -83,13 +85,13 @@ class _Level(NamedTuple):
 def _level(line: int, column: int, m: re.Match, rest: str, top: _Level | None,
            code: bool) -> _Level:
     """The level a key opens: ``m`` is ``LEADING_KEY``'s match of ``rest``, the line from
-    the key on; a secret-named key may own the items of a list below (in prose only a key
-    written as code: "Passwords:" over a bullet list of tools is a label)."""
+    the key on; a secret-named key of one word may own the items of a list below (``code``:
+    the line is no prose, where only a key written as code may)."""
     key = m.group(2).strip()
     value = rest[m.end():].split(" #", 1)[0].strip()
     opens = "block" if not value else "flow" if value == "[" else ""
-    owner = ListOwner(line, key, False) if opens and (code or _CODE_KEY.fullmatch(key)) \
-        and key_role(key) else None
+    owner = ListOwner(line, key, False) if opens and (_ONE_WORD_KEY if code else _CODE_KEY) \
+        .fullmatch(key) and key_role(key) else None
     return _Level(column, (top.words if top else frozenset()).union(key_words(key)), owner, opens)
 
 
