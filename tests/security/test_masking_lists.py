@@ -88,6 +88,12 @@ def test_an_item_keeps_its_comment_and_is_reported_under_its_key():
     assert masked.hits == ((2, "api_keys"),)
 
 
+def test_a_flow_list_holding_references_is_judged_item_by_item():
+    text = 'tokens = ["Zq8xK2mPv9LwT4nR", "${TOKEN}", "{{ vault_token }}"]'
+    assert mask_secrets(text, "template").text == \
+        f'tokens = ["{MASK}", "${{TOKEN}}", "{{{{ vault_token }}}}"]'
+
+
 def test_a_masked_item_of_front_matter_stays_a_string():
     doc = "---\ntitle: NAS\napi_tokens:\n  - Zx81-vault-pw\n---\n# NAS\n"
     masked = mask_secrets(doc, "note").text
