@@ -90,6 +90,8 @@ HOSTILE = {
         f"  - Zq8x{i}yW  # n" for i in range(n)),
     "a long flow list under a secret key": lambda n: "tokens: [" + ", ".join(
         f"Zq8x{i}yW" for i in range(n)) + "]",
+    "flow lists that never close": lambda n: " ".join(
+        f'tokens{i}: ["a{i}", "b' for i in range(n)),
     "many lines": lambda n: "\n".join(f"  key{i}: value{i}  # comment" for i in range(n)),
     "a private key without END": lambda n: "-----BEGIN PRIVATE KEY-----\n"
                                            + "\n".join("QUJD" * 16 for _ in range(n // 4)),

@@ -299,9 +299,10 @@ def _judge(ln: _Line, key: str, start: int, end: int, quoted: bool, key_line: in
             ln.quoted.add(start)  # front matter is YAML: a bare [masked] is a list
 
 
-# A flat flow list ``[a, "b"]`` (nested collections are judged by their own keys), and one
-# item of it: a quoted string or a bare word run to the next comma.
-_FLOW_LIST = re.compile(r"\[([^\[\]{}\n]*)\]")
+# A flat flow list ``[a, "b"]`` (nested collections are judged by their own keys; a quoted
+# item may hold any character, "${TOKEN}"), and one item of it: a quoted string or a bare
+# word run to the next comma.
+_FLOW_LIST = re.compile(r"""\[((?:"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[^\[\]{}"'\n])*)\]""")
 _FLOW_ITEM = re.compile(r"""[ \t]*(?:"((?:[^"\\\n]|\\.)*)"|'([^'\n]*)'|([^,]*?))[ \t]*(?:,|$)""")
 _ENTRY_VALUE = re.compile(r"""-[ \t]+(?:"((?:[^"\\\n]|\\.)*)"|'([^'\n]*)'|(.*?))"""
                           r"[ \t]*(?:[ \t]#.*)?\r?$")
