@@ -160,9 +160,7 @@ class Layout:
             column = len(line) - len(body)
             entry = _ENTRY.match(body) if body[:1] == "-" else None
             if body and body[0] != "#":
-                # A sequence's entries may stand at their key's column (``key:\n- a``).
-                while stack and (stack[-1].column > column or stack[-1].column == column and not (
-                        entry and stack[-1].opens == "block")):
+                while stack and _closed_by(stack[-1], column, entry):
                     stack.pop()
             top = stack[-1] if stack else None
             parents.append(top.words if top else frozenset())
@@ -172,9 +170,7 @@ class Layout:
             if ":" in rest and (m := LEADING_KEY.match(rest)):
                 code = modes[i] != "prose"
                 stack.append(_level(i, column + len(body) - len(rest), m, rest, top, code))
-            elif top and top.owner and (
-                    entry and top.opens == "block" and rest and not _NO_SCALAR.match(rest)
-                    or not entry and top.opens == "flow" and FLOW_ITEMS.fullmatch(rest.rstrip())):
+            elif top and top.owner and _is_item(top, entry, rest):
                 owners[i] = top.owner._replace(flow=not entry)
         return parents, owners
 
@@ -194,6 +190,21 @@ class Layout:
         if self.mode[number] != "prose":
             return self.mode[number] == "code"
         return any(s < pos < e for s, e in spans)
+
+
+def _closed_by(level, column: int, entry) -> bool:
+    """Whether a line at ``column`` (``entry``: its ``- `` match) ends ``level``. A
+    sequence's entries may stand at their key's column (``key:\n- a``)."""
+    return level.column > column or level.column == column and not (
+        entry and level.opens == "block")
+
+
+def _is_item(level, entry, rest: str) -> bool:
+    """Whether a line whose text after any ``- `` is ``rest`` is an item of ``level``'s list:
+    a block entry holding a scalar, or a line of a multi-line flow list."""
+    if entry:
+        return level.opens == "block" and bool(rest) and not _NO_SCALAR.match(rest)
+    return level.opens == "flow" and bool(FLOW_ITEMS.fullmatch(rest.rstrip()))
 
 
 def inline_code(line: str) -> list[tuple[int, int]]:
