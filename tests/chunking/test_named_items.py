@@ -92,13 +92,12 @@ def test_a_playbooks_tasks_under_an_unnamed_play():
             "      register: reboot_required_file\n"
             "      # Save a result to reboot the box\n")
     chunks = tpl(text, "ansible/update.yml")
-    # The play's header chunks as it did (the file has comments); the key that opens the
-    # task list goes with its first task.
-    assert spans(chunks) == [("", 1, 4),
-                             ("Update apt repo and cache on all Debian/Ubuntu boxes", 6, 11),
+    # The play's header is values alone (no comment, no name): left out; the key that opens
+    # the task list goes with its first task.
+    assert spans(chunks) == [("Update apt repo and cache on all Debian/Ubuntu boxes", 6, 11),
                              ("Check if a reboot is needed on all servers", 13, 17)]
-    assert chunks[1].text.startswith("  tasks:\n    - name: Update apt repo")
-    assert chunks[2].text.endswith("      # Save a result to reboot the box")
+    assert chunks[0].text.startswith("  tasks:\n    - name: Update apt repo")
+    assert chunks[1].text.endswith("      # Save a result to reboot the box")
 
 
 def test_a_commented_play_header_chunks_as_before():
@@ -272,16 +271,46 @@ def test_a_commented_block_around_named_steps_is_cut_where_they_lie():
     text = ("# Tests on every push\n"
             "jobs:\n"
             "  test:\n"
-            "    # the runner and how long it may take\n"
+            "    # the runner\n"
+            "    runs-on: ubuntu-latest\n"
+            "    steps:\n"
+            "        # a comment deeper than the steps\n"
+            "      - name: Run the tests\n"
+            "        run: pytest -q\n"
+            "    # give up after five minutes\n"
+            "    timeout-minutes: 5\n"
+            "  lint:\n"
+            "    runs-on: ubuntu-latest\n")
+    chunks = tpl(text, ".github/workflows/test.yml")
+    # By the key rules the two comment runs are one piece (nothing but the step between
+    # them), documenting timeout-minutes; the piece is cut around the step.
+    assert spans(chunks) == [("jobs", 1, 3), ("runs-on", 4, 6), ("timeout-minutes", 7, 7),
+                             ("Run the tests", 8, 9), ("timeout-minutes", 10, 13)]
+    # Retrieval merges the keys of one block: the pieces on either side of the step are not
+    # one block any more, so no merged result claims the step's lines.
+    assert chunks[0].meta["block"] == chunks[2].meta["block"] != chunks[4].meta["block"]
+
+
+def test_values_cut_off_by_a_named_item_are_left_out():
+    text = ("# Tests on every push\n"
+            "jobs:\n"
+            "  test:\n"
+            "    # the runner\n"
             "    runs-on: ubuntu-latest\n"
             "    steps:\n"
             "      - name: Run the tests\n"
             "        run: pytest -q\n"
             "    timeout-minutes: 5\n")
     chunks = tpl(text, ".github/workflows/test.yml")
-    assert spans(chunks) == [("jobs", 1, 3), ("runs-on", 4, 5), ("Run the tests", 6, 8),
-                             ("runs-on", 9, 9)]
-    assert chunks[3].text == "    timeout-minutes: 5"
-    # Retrieval merges the keys of one block: the pieces on either side of the step are not
-    # one block any more, so no merged result claims the step's lines.
-    assert chunks[1].meta["block"] == chunks[0].meta["block"] != chunks[3].meta["block"]
+    assert spans(chunks) == [("jobs", 1, 3), ("runs-on", 4, 5), ("Run the tests", 6, 8)]
+
+
+def test_a_comment_above_the_key_that_opens_the_list_goes_with_the_first_item():
+    text = ("- hosts: all\n"
+            "  # Keep every node current\n"
+            "  tasks:\n"
+            "    - name: Upgrade all packages\n"
+            "      apt: upgrade=dist\n")
+    chunks = tpl(text)
+    assert spans(chunks) == [("Upgrade all packages", 2, 5)]
+    assert chunks[0].text.startswith("Keep every node current\n  tasks:\n")

@@ -57,7 +57,6 @@ _YAML_COMMENTED_KEY = re.compile(r"^#(?P<key>[A-Za-z_][A-Za-z0-9_.\-]*)\s*:(\s|$
 _YAML_COMMENTED_NESTED = re.compile(r"^#(?:\s{2,}|\s*- )\S")
 _COMMENT_LEADERS = ("#", ";", "//")
 _YAML_SUFFIXES = (".yml", ".yaml")
-_YAML_MARKERS = ("", "---", "...")  # document start and end
 
 
 def template_drafts(path: str, text: str) -> list[Draft]:
@@ -214,7 +213,7 @@ def _yaml_file_drafts(lines: list[str], skip: set[int]) -> list[Draft]:
     if any(_comment_body(line) is not None for n, line in enumerate(lines) if n not in skip):
         inside = {n for item in items for n in range(item.first, item.end + 1)}
         drafts = _yaml_drafts(lines, skip | inside)
-        drafts = _around_items(drafts, items, len(lines)) if items else drafts
+        drafts = _around_items(lines, drafts, items) if items else drafts
     starts, names = list(banners), list(banners.values())
     for item in items:
         before = bisect_left(starts, item.first)  # banners above the item
@@ -235,15 +234,17 @@ def _yaml_banners(lines: list[str], skip: set[int]) -> dict[int, str]:
     return out
 
 
-def _around_items(drafts: list[Draft], items: list[NamedItem], count: int) -> list[Draft]:
+def _around_items(lines: list[str], drafts: list[Draft], items: list[NamedItem]) -> list[Draft]:
     """``drafts`` of the lines outside ``items``, each cut where an item lies between two of
-    its lines, so that every chunk's line range holds only its own lines. A cut YAML block's
-    pieces after an item are a block of their own (retrieval merges a block's keys). A piece
-    of document markers alone is left out."""
-    after = [0] * (count + 2)  # after[n]: 1 + last line of the last item ending before n
+    its lines, so that every chunk's line range holds only its own lines. A piece without
+    any comment line is left out: values alone document nothing (a play's ``hosts:`` and
+    ``become:``; in a file without named items such a piece was joined to a documented key
+    and stays as it was). A cut YAML block's pieces after an item are a block of their own
+    (retrieval merges a block's keys)."""
+    after = [0] * (len(lines) + 2)  # after[n]: 1 + last line of the last item ending before n
     for item in items:
         after[item.end + 2] = item.end + 2
-    for n in range(1, count + 2):
+    for n in range(1, len(lines) + 2):
         after[n] = max(after[n], after[n - 1])
     out = []
     for draft in drafts:
@@ -253,8 +254,8 @@ def _around_items(drafts: list[Draft], items: list[NamedItem], count: int) -> li
                 pieces.append([])
             pieces[-1].append(line)
         for piece in pieces:
-            if all(text.strip() in _YAML_MARKERS for _, text in piece):
-                continue  # a document marker once joined to the comment of an item
+            if all(_comment_body(lines[n - 1]) is None for n, _ in piece):
+                continue
             meta = dict(draft.meta)
             if "block" in meta:
                 meta["block"] = max(meta["block"], after[piece[0][0]])

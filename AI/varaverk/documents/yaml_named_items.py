@@ -18,7 +18,8 @@ Extent of a named item (0-based, inclusive line numbers):
 - the comment lines directly above the dash (no blank line between, at or left of the dash's
   column, stopping at a group banner) are its own, as a key's comment block is;
 - a key with no value directly above it (blank lines aside) is the key that opens its list
-  (``tasks:``, ``block:``, ``handlers:``) and goes with it, so it is never a chunk alone.
+  (``tasks:``, ``block:``, ``handlers:``) and goes with it, so it is never a chunk alone,
+  with the comment block above that key.
 
 Named items inside a named item (a play's tasks, a block's tasks) are its ``children``;
 their ranges lie inside the parent's and do not overlap. One pass over the lines, with at
@@ -131,7 +132,7 @@ def named_items(lines: list[str], skip: set[int], banners: set[int]) -> list[Nam
         stripped = line.lstrip(" ")
         if i in skip or not stripped.strip():
             continue
-        indent = len(line) - len(stripped)
+        indent = _indent(line)
         if stripped.startswith("#"):
             trailing.append((i, indent))
             continue
@@ -181,23 +182,36 @@ def _close(item: _Open, last_content: int, trailing: list[tuple[int, int]],
 
 
 def _first_line(lines: list[str], skip: set[int], banners: set[int], dash: int) -> int:
-    """The first line of the item at ``dash``: its comment block, then its opening key."""
-    indent = len(lines[dash]) - len(lines[dash].lstrip(" "))
-    first = n = dash
+    """The first line of the item at ``dash``: its comment block, then its opening key and
+    the comment block above that key."""
+    indent = _indent(lines[dash])
+    first = _comments_above(lines, skip, banners, dash, indent)
+    n = first - 1
+    while n >= 0 and (n in skip or not lines[n].strip()):
+        n -= 1
+    if n >= 0 and _BARE_KEY.match(lines[n]) and _indent(lines[n]) <= indent:
+        first = _comments_above(lines, skip, banners, n, _indent(lines[n]))
+    return first
+
+
+def _comments_above(lines: list[str], skip: set[int], banners: set[int], line: int,
+                    indent: int) -> int:
+    """The first of the comment lines at or left of column ``indent`` directly above
+    ``line`` (no blank line between; a banner ends them), else ``line`` (0-based)."""
+    first = n = line
     while n > 0:
         n -= 1
         if n in skip:
             continue
         above = lines[n].lstrip(" ")
-        if not above.startswith("#") or len(lines[n]) - len(above) > indent or n in banners:
+        if not above.startswith("#") or _indent(lines[n]) > indent or n in banners:
             break
         first = n
-    n = first - 1
-    while n >= 0 and (n in skip or not lines[n].strip()):
-        n -= 1
-    if n >= 0 and _BARE_KEY.match(lines[n]) and len(lines[n]) - len(lines[n].lstrip(" ")) <= indent:
-        first = n
     return first
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
 
 
 def _nest(items: list[NamedItem]) -> list[NamedItem]:
