@@ -207,14 +207,15 @@ def _yaml_file_drafts(lines: list[str], skip: set[int]) -> list[Draft]:
     with its name, and when the file holds any comment, its other lines by the key rules of
     ``_yaml_drafts`` as if the items were absent (cut where an item lies between). A file
     of neither comments nor prose names gives nothing: values alone document nothing."""
-    banners = _yaml_banners(lines, skip)
-    items = named_items(lines, skip, set(banners))
+    items = named_items(lines, skip, lambda n: _yaml_banner(lines, n) is not None)
     drafts: list[Draft] = []
     if any(_comment_body(line) is not None for n, line in enumerate(lines) if n not in skip):
         inside = {n for item in items for n in range(item.first, item.end + 1)}
         drafts = _yaml_drafts(lines, skip | inside)
         drafts = _around_items(lines, drafts, items) if items else drafts
-    starts, names = list(banners), list(banners.values())
+    starts = [n for n in range(len(lines)) if n not in skip and _yaml_banner(lines, n)] \
+        if items else []
+    names = [_yaml_banner(lines, n) for n in starts]
     for item in items:
         before = bisect_left(starts, item.first)  # banners above the item
         drafts += _item_drafts(lines, skip, item, names[before - 1] if before else "", [])
@@ -222,16 +223,13 @@ def _yaml_file_drafts(lines: list[str], skip: set[int]) -> list[Draft]:
     return drafts
 
 
-def _yaml_banners(lines: list[str], skip: set[int]) -> dict[int, str]:
-    """{0-based line: group name} of the one-line group banners at column 0, in line order
-    (``_yaml_drafts`` opens a group at each)."""
-    out = {}
-    for i, line in enumerate(lines):
-        if i not in skip and line.startswith(("#", ";", "/", "[")):
-            banner = _banner_name(lines, i)
-            if banner and banner[1] == 1:
-                out[i] = banner[0]
-    return out
+def _yaml_banner(lines: list[str], i: int) -> str | None:
+    """The group a one-line banner at column 0 on line ``i`` (0-based) opens, as
+    ``_yaml_drafts`` reads it, else None."""
+    if not lines[i].startswith(("#", ";", "/", "[")):
+        return None
+    banner = _banner_name(lines, i)
+    return banner[0] if banner and banner[1] == 1 else None
 
 
 def _around_items(lines: list[str], drafts: list[Draft], items: list[NamedItem]) -> list[Draft]:

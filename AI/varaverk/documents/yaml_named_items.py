@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 from varaverk.documents.chunks import reads_as_prose
 
@@ -116,13 +117,14 @@ def _without_jinja(text: str) -> str:
         i = k + 2
 
 
-def named_items(lines: list[str], skip: set[int], banners: set[int]) -> list[NamedItem]:
+def named_items(lines: list[str], skip: set[int],
+                is_banner: Callable[[int], bool]) -> list[NamedItem]:
     """The outermost named items of a YAML file, in line order, each with its children.
 
     Args:
         lines: the file's lines. skip: 0-based lines to treat as absent (machine
-            annotations). banners: 0-based lines that are group banners (a comment block
-            above an item stops at one).
+            annotations). is_banner: whether a 0-based line is a group banner (a comment
+            block above an item stops at one); asked only about comments above items.
     """
     found: list[NamedItem] = []
     stack: list[_Open] = []
@@ -132,18 +134,19 @@ def named_items(lines: list[str], skip: set[int], banners: set[int]) -> list[Nam
         stripped = line.lstrip(" ")
         if i in skip or not stripped.strip():
             continue
-        indent = _indent(line)
+        indent = len(line) - len(stripped)
         if stripped.startswith("#"):
             trailing.append((i, indent))
             continue
         while stack and stack[-1].indent >= indent:
             _close(stack.pop(), last_content, trailing, found)
-        _open_or_name(stack, line, i, indent)
+        if stripped[0] == "-" or (stack and stack[-1].key_col in (None, indent)):
+            _open_or_name(stack, line, i, indent)
         last_content, trailing = i, []
     while stack:
         _close(stack.pop(), last_content, trailing, found)
     for item in found:
-        item.first = _first_line(lines, skip, banners, item.dash)
+        item.first = _first_line(lines, skip, is_banner, item.dash)
     return _nest(sorted(found, key=lambda item: item.dash))
 
 
@@ -181,21 +184,22 @@ def _close(item: _Open, last_content: int, trailing: list[tuple[int, int]],
     found.append(NamedItem(item.name, item.dash, item.dash, end))
 
 
-def _first_line(lines: list[str], skip: set[int], banners: set[int], dash: int) -> int:
+def _first_line(lines: list[str], skip: set[int], is_banner: Callable[[int], bool],
+                dash: int) -> int:
     """The first line of the item at ``dash``: its comment block, then its opening key and
     the comment block above that key."""
     indent = _indent(lines[dash])
-    first = _comments_above(lines, skip, banners, dash, indent)
+    first = _comments_above(lines, skip, is_banner, dash, indent)
     n = first - 1
     while n >= 0 and (n in skip or not lines[n].strip()):
         n -= 1
     if n >= 0 and _BARE_KEY.match(lines[n]) and _indent(lines[n]) <= indent:
-        first = _comments_above(lines, skip, banners, n, _indent(lines[n]))
+        first = _comments_above(lines, skip, is_banner, n, _indent(lines[n]))
     return first
 
 
-def _comments_above(lines: list[str], skip: set[int], banners: set[int], line: int,
-                    indent: int) -> int:
+def _comments_above(lines: list[str], skip: set[int], is_banner: Callable[[int], bool],
+                    line: int, indent: int) -> int:
     """The first of the comment lines at or left of column ``indent`` directly above
     ``line`` (no blank line between; a banner ends them), else ``line`` (0-based)."""
     first = n = line
@@ -204,7 +208,7 @@ def _comments_above(lines: list[str], skip: set[int], banners: set[int], line: i
         if n in skip:
             continue
         above = lines[n].lstrip(" ")
-        if not above.startswith("#") or _indent(lines[n]) > indent or n in banners:
+        if not above.startswith("#") or _indent(lines[n]) > indent or is_banner(n):
             break
         first = n
     return first
