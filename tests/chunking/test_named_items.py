@@ -314,3 +314,29 @@ def test_a_comment_above_the_key_that_opens_the_list_goes_with_the_first_item():
     chunks = tpl(text)
     assert spans(chunks) == [("Upgrade all packages", 2, 5)]
     assert chunks[0].text.startswith("Keep every node current\n  tasks:\n")
+
+
+def test_a_banner_names_the_group_of_the_items_under_it_and_is_no_comment_of_theirs():
+    text = ("# ── Web servers ──\n"
+            "- name: Install nginx\n"
+            "  apt: name=nginx\n"
+            "# ── Databases ──\n"
+            "# the server only, no client\n"
+            "- name: Install postgres\n"
+            "  apt: name=postgresql\n")
+    chunks = tpl(text)
+    assert [(c.section, c.title, c.start_line, c.text.split("\n")[0]) for c in chunks] == [
+        ("Web servers", "Install nginx", 2, "- name: Install nginx"),
+        ("Databases", "Install postgres", 5, "the server only, no client")]
+    assert chunks[1].citation == f"roles/web/tasks/main.yml{SEP}Databases{SEP}Install postgres"
+
+
+def test_machine_annotations_are_neither_comments_nor_chunk_text():
+    text = ("# yaml-language-server: $schema=https://example.invalid/tasks.json\n"
+            "- name: Install the time daemon\n"
+            "  apt: name=chrony\n"
+            "- name: LOG_LEVEL\n"
+            "  value: debug\n")
+    chunks = tpl(text)
+    assert [(c.title, c.start_line, c.end_line) for c in chunks] == [
+        ("Install the time daemon", 2, 3)]
