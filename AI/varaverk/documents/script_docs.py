@@ -29,7 +29,7 @@ import ast
 import re
 
 from varaverk.documents.annotations import is_annotation
-from varaverk.documents.chunks import Draft, framed_name, trim_blank_lines
+from varaverk.documents.chunks import Draft, framed_name, reads_as_prose, trim_blank_lines
 
 USAGE_TITLE = "usage"
 COMMENTS_TITLE = "comments"
@@ -237,17 +237,9 @@ def _take_line(lines: list[str], i: int, body: Numbered) -> int:
 # Comment paragraphs
 # ---------------------------------------------------------------------------------------------
 
-_WORD = re.compile(r"[A-Za-z]{2,}")
-# A comment line reads as prose: three words or more, and words make up most of it (a
-# commented-out command is mostly punctuation, quotes and paths).
+# A comment line reads as prose from three words on: a step named in a word or two ("# for
+# postgres:") names it for the eye and documents nothing.
 _PROSE_WORDS = 3
-_PROSE_SHARE = 0.6
-
-
-def _reads_as_prose(text: str) -> bool:
-    words = _WORD.findall(text)
-    visible = len(text) - text.count(" ")
-    return len(words) >= _PROSE_WORDS and sum(map(len, words)) >= _PROSE_SHARE * visible
 
 
 def comment_drafts(lines: list[str], start: int) -> list[Draft]:
@@ -265,7 +257,7 @@ def comment_drafts(lines: list[str], start: int) -> list[Draft]:
             paragraph.append((i + 1, comment.rstrip()))
             i += 1
         paragraph = trim_blank_lines(paragraph)
-        if not paragraph or not _reads_as_prose(paragraph[0][1]):
+        if not paragraph or not reads_as_prose(paragraph[0][1], _PROSE_WORDS):
             continue
         if i < len(lines) and _ASSIGN.match(lines[i]) and not lines[i][:1].isspace():
             i = _take_line(lines, i, paragraph)
