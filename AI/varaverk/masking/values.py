@@ -118,8 +118,8 @@ _PLACEHOLDER = re.compile(
     r"<[^>]*>|\[[^\]]*\]|\{[A-Za-z_][\w.-]*\}|x+|\*+|\.{3,}|…|#+|-+|_+|0+|[A-Za-z](\s[A-Za-z])+|"
     r"change[-_ ]?(me|it|this)|replace[-_ ]?me|todo|tbd|fixme|redacted|masked|none|null|nil|~|"
     r"true|false|yes|no|on|off|value|secret|password|passwd|pass|token|key|string|str|int|"
-    r"integer|bool|boolean|number|required|optional|default|empty|unset|hidden|generated|"
-    r"random|user|username|read|write|all", re.I)
+    r"integer|bool|boolean|number|required|optional|default|empty|unset|hidden|generated?|"
+    r"random|user|username|read|write|all|auto|disabled?|enabled?", re.I)
 # A value made of words one of which says "put yours here" (your-api-key-here, token_here).
 _STAND_IN_WORDS = frozenset("your yours here example examples placeholder replace changeme "
                             "insert xxx xxxx redacted string".split())
