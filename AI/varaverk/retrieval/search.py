@@ -138,8 +138,9 @@ class Retriever:
             hits = self._single(question, dense, lexical, table)
         else:
             hits = self._hybrid(question, filters, dense, lexical, table)
-        measured = (relevance.measure_coverage(question.terms, dense, filters.mask, hits, table)
-                    if hits else None)
+        # Measured when first read: only the coverage rule and the evaluation read it
+        measured = (relevance.measure_coverage(question.terms, dense, filters.mask, hits, table,
+                                               deferred=True) if hits else None)
         hits = hits[:k]
         for h in hits:
             h.coverage = measured
