@@ -100,6 +100,8 @@ class Deferred:
     the coverage rule (``AI_MIN_MARGIN`` is off by default), and measuring is a pass over the
     question's words and their postings. Two threads reading it at once may both measure it,
     and get the same value. Equal to what it measures (and to a ``Coverage`` of that value).
+    Until it is read it keeps what measuring needs (its search's index generation: a hit
+    kept past a re-index keeps that generation's tables alive until it is dropped).
 
     Args:
         make: measures the coverage, called at most once by one thread (no arguments).
