@@ -128,8 +128,6 @@ class Deferred:
             other = other.value()
         return self.value() == other
 
-    __hash__ = None  # type: ignore[assignment]   # as the unhashable value compared with
-
     def __repr__(self) -> str:
         return f"Deferred({self.value()!r})"
 

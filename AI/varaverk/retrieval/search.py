@@ -20,7 +20,8 @@ How one question is answered with ranked chunks (``Retriever.search``), module b
    section (small-to-big); a result that mostly repeats an earlier one is listed after the
    others (``windows.demote_repeats``).
 6. **Relevance** (``relevance``, ``coverage``): the signals of the "not covered" verdict are
-   measured and set on every hit; ``Retriever.confident`` judges them.
+   set on every hit (the question's words measured when first read: ``coverage.Deferred``);
+   ``Retriever.confident`` judges them.
 
 Then ``Retriever.expand`` packs a prompt's context from the hits within a character budget
 (``windows.expand``, counted as ``context.format_context`` lays it out).
@@ -138,7 +139,8 @@ class Retriever:
             hits = self._single(question, dense, lexical, table)
         else:
             hits = self._hybrid(question, filters, dense, lexical, table)
-        # Measured when first read: only the coverage rule and the evaluation read it
+        # The words measured when first read: only the coverage rule (AI_MIN_MARGIN, chat
+        # escalation) and the evaluation read them
         measured = (relevance.measure_coverage(question.terms, dense, filters.mask, hits, table,
                                                deferred=True) if hits else None)
         hits = hits[:k]
