@@ -312,3 +312,49 @@ def test_min_margin_comes_from_settings(small_index):
                          options=RetrieverOptions.from_settings(settings, mode="lexical"))
     assert lexical(Settings()).options.min_margin is None  # off: the model judges
     assert lexical(Settings(ai_min_margin=0.2)).options.min_margin == 0.2
+
+
+# -- measured when first read ---------------------------------------------------------------
+
+def test_a_search_measures_its_words_only_when_its_coverage_is_read(wide_index, monkeypatch):
+    from varaverk.config import Settings
+    from varaverk.retrieval import coverage
+    from varaverk.retrieval.options import RetrieverOptions
+    from varaverk.retrieval.search import Retriever
+
+    calls = []
+    real = relevance.measure
+
+    def counted(*args):
+        calls.append(args[1])
+        return real(*args)
+    monkeypatch.setattr(relevance, "measure", counted)
+    dense = Retriever(Settings(), wide_index, EmbedFixed(), options=RetrieverOptions(
+        mode="hybrid"), reranker=False)
+    question = "Can the mover teleport pixelated faces with rsync?"
+    hits = dense.search(question, 5)
+    assert hits and calls == []                        # nobody asked: nothing measured
+    first = hits[0].coverage
+    assert calls == [("mover", "teleport", "pixelated", "faces", "rsync")]
+    assert all(h.coverage is first for h in hits) and len(calls) == 1   # once per search
+    table = dense._table()
+    now = relevance.measure_coverage(("mover", "teleport", "pixelated", "faces", "rsync"),
+                                     dense._dense(dense._question(question, 5, table),
+                                                  relevance_filters(table), table),
+                                     None, hits, table)
+    assert isinstance(now, coverage.Coverage) and now == first and hits[0].measured == now
+    assert first.absent == ("teleport",) and "teleport" in first.missed
+
+
+class EmbedFixed:
+    """A query embedder of the ``_labelled`` index's dimension (4)."""
+
+    backend, model, dimension = "test", "m", 4
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return np.array([0.5, 0.5, 0.5, 0.5], dtype=np.float32)
+
+
+def relevance_filters(table):
+    from varaverk.retrieval.question import Filters
+    return Filters.of(table, None, None, None)

@@ -107,6 +107,25 @@ def test_retriever_lexical_same_with_and_without_fts5_match(idx):
     assert all(cid != int(cache.ids[0]) for cid, _ in lexical("MOVER_STOP_TIMEOUT rsync", 5))
 
 
+@pytest.mark.parametrize("select_from", [1, 10**6])
+def test_the_lexical_pool_is_the_same_whether_or_not_it_is_selected_first(
+        idx, monkeypatch, select_from):
+    # the selection among the scores at or above the limit-th best (ties kept) only saves
+    # sorting every score: the pool, its order and ties are those of a full sort either way
+    from varaverk.config import Settings
+    from varaverk.retrieval import candidates
+    from varaverk.retrieval.options import RetrieverOptions
+    from varaverk.retrieval.search import Retriever
+
+    monkeypatch.setattr(candidates, "SELECT_FROM", select_from)
+    cache = Retriever(Settings(), idx, options=RetrieverOptions(mode="lexical"))._table()
+    for query in QUERIES:
+        for limit in (1, 2, 3):
+            ids, scores = candidates.lexical_scored(query, limit, cache, None)
+            assert list(zip(ids.tolist(), scores.tolist())) == candidates._lexical_fts(
+                query, limit, cache, None)
+
+
 def test_scores_stay_equal_when_the_cache_restarts(idx, monkeypatch):
     import varaverk.retrieval.lexical as lexical
     monkeypatch.setattr(lexical, "MAX_CACHED_VALUES", 5)  # restarts on almost every read

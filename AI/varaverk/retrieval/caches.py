@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 FILE_CACHE = 256            # files whose chunks a retriever keeps for small-to-big
 CHUNK_CACHE = 4096          # chunks a retriever keeps by id (the leading results of queries)
 WORD_FORMS_CACHE = 20000    # query words whose inflected forms in the index a retriever keeps
+QUESTION_CACHE = 4096       # question texts whose analysis (words, names) a retriever keeps
 # Rows up to which a preloading (long-lived) retriever builds the label BM25 in memory from
 # the table's labels, at a cost of a fraction of a second once: its queries then read no label
 # statistics from the index. Larger tables, and every one-shot retriever, read them per token.
@@ -140,6 +141,8 @@ class TableCache:
     row_labels: dict[int, RowLabel] = field(default_factory=dict)
     # chunk id -> its text lower-cased (exact-name boosts), for chunks read before
     lowered: dict[int, str] = field(default_factory=dict)
+    # question text -> its ``question.Words`` (the dock is asked the same words again and again)
+    questions: dict[str, Any] = field(default_factory=dict)
     # Built lazily, once, by one thread (``_lock``): the first query after a re-index may come
     # from several at once.
     _bm25: Bm25 | None | bool = field(default=None, init=False, repr=False)

@@ -35,6 +35,11 @@ log = logging.getLogger(__name__)
 POOL = 50                   # candidates taken from each retriever before fusion
 LABEL_POOL = 20             # best label matches that join the candidates
 NAME_POOL = 20              # chunks each exact name finds lexically
+# A lexical pool is selected among the scores at or above its limit-th best first
+# (``scoring.at_least_kth``) only from this many times the limit: below it, sorting every
+# score costs less than the selection, and the pool is the same either way
+# (tests/RESULTS.md, the hyb entry).
+SELECT_FROM = 16
 
 
 class DenseCandidates(NamedTuple):
@@ -175,7 +180,7 @@ def lexical_scored(text: str, limit: int, table: TableCache, mask: np.ndarray | 
         in_table = ids[pos] == rows
         allowed = ~in_table | mask[pos]
         at, scores = at[allowed], scores[allowed]
-    if at.size > limit:
+    if at.size > limit * SELECT_FROM:
         keep = at_least_kth(scores, limit)
         at, scores = at[keep], scores[keep]
     order = np.lexsort((at, -scores))[:limit]

@@ -95,6 +95,43 @@ class Coverage:
         return effective is None or effective >= min_margin
 
 
+class Deferred:
+    """A ``Coverage`` measured when first read (``value``): most searches are never judged by
+    the coverage rule (``AI_MIN_MARGIN`` is off by default), and measuring is a pass over the
+    question's words and their postings. Two threads reading it at once may both measure it,
+    and get the same value. Equal to what it measures (and to a ``Coverage`` of that value).
+    Until it is read it keeps what measuring needs (its search's index generation: a hit
+    kept past a re-index keeps that generation's tables alive until it is dropped).
+
+    Args:
+        make: measures the coverage, called at most once by one thread (no arguments).
+    """
+
+    __slots__ = ("_make", "_value")
+
+    def __init__(self, make: Callable[[], Coverage]) -> None:
+        self._make: Callable[[], Coverage] | None = make
+        self._value: Coverage | None = None
+
+    def value(self) -> Coverage:
+        """The measured ``Coverage`` (measured now on the first call)."""
+        make = self._make
+        if make is not None:
+            # the value is in place before the maker is dropped: a thread that sees no maker
+            # reads a value
+            self._value = make()
+            self._make = None
+        return self._value
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Deferred):
+            other = other.value()
+        return self.value() == other
+
+    def __repr__(self) -> str:
+        return f"Deferred({self.value()!r})"
+
+
 def pool_margin(ranked: Sequence[float], rank: int = REF_RANK) -> float | None:
     """``ranked[0] − ranked[rank − 1]``: the best cosine over the pool edge.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from varaverk.retrieval.coverage import Coverage
+from varaverk.retrieval.coverage import Coverage, Deferred
 
 
 @dataclass(slots=True)
@@ -35,7 +35,8 @@ class Hit:
         coverage: the query's coverage signals (``varaverk.retrieval.coverage.Coverage``:
             dense margin over the pool edge, words the leading hits miss and those the index
             never holds); the same on every hit of one search; None when not measured
-            (lexical-only mode).
+            (lexical-only mode). Set as a ``Coverage`` or a ``coverage.Deferred`` (measured
+            when first read: ``measured`` holds what was set).
     """
 
     chunk: Any
@@ -48,7 +49,16 @@ class Hit:
     unknown: tuple[str, ...] = ()
     alias: bool = False
     grown: bool = False
-    coverage: Coverage | None = None
+    measured: Coverage | Deferred | None = None
+
+    @property
+    def coverage(self) -> Coverage | None:
+        found = self.measured
+        return found.value() if isinstance(found, Deferred) else found
+
+    @coverage.setter
+    def coverage(self, value: Coverage | Deferred | None) -> None:
+        self.measured = value
 
     def as_dict(self) -> dict:
         """The stable JSON shape of a result (ai-query --json ``results`` items)."""

@@ -9,12 +9,14 @@ of ``Retriever.search`` produces a record of its own (``candidates.DenseCandidat
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import numpy as np
 
-from varaverk.retrieval.caches import TableCache
+from varaverk.retrieval import relevance
+from varaverk.retrieval.caches import QUESTION_CACHE, TableCache, kept
 from varaverk.retrieval.scoring import filter_mask
+from varaverk.text import exact_names, lexical_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,31 @@ class Question:
     terms: tuple[str, ...]
     names: tuple[str, ...]
     unknown: tuple[str, ...]
+
+
+class Words(NamedTuple):
+    """What a question's text holds for the retrievers, the same for every search of that
+    text over one index generation (``Question``'s attributes of the same names)."""
+
+    lexical: str
+    terms: tuple[str, ...]
+    names: tuple[str, ...]
+    unknown: tuple[str, ...]
+
+    @classmethod
+    def of(cls, text: str, table: TableCache) -> Words:
+        """The words of ``text`` over ``table``'s index generation, worked out once per text
+        and kept with the table (up to ``caches.QUESTION_CACHE`` texts): the unknown names
+        are looked up in that generation's index."""
+        return kept(table.questions, text, lambda: cls._read(text, table), QUESTION_CACHE)
+
+    @classmethod
+    def _read(cls, text: str, table: TableCache) -> Words:
+        lexical = lexical_text(text)
+        # fts_terms of lexical_text's words are those words (no edge punctuation, stop word,
+        # one-character word or repeat is left in them): a second pass would find nothing
+        return cls(lexical, tuple(lexical.split()), tuple(exact_names(text)),
+                   tuple(relevance.unknown_names(text, table)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,8 +59,7 @@ class Boosts:
 
     @classmethod
     def of(cls, question: Question, options: RetrieverOptions) -> Boosts:
-        shape = route(question.text) if options.routing else None
-        return cls(shape.section if shape else None,
+        return cls(_routed_section(question.text) if options.routing else None,
                    tuple(normalise_title(n) for n in question.names),
                    options.section_boost * UNIT, options.routing_kinds)
 
@@ -83,6 +82,14 @@ class Boosts:
                 found[:-1] &= np.isin(np.asarray(table.table.kinds), list(self.routing_kinds))
             table.routed[key] = found
         return found
+
+
+# The dock is asked the same questions again and again, and reading a question's shape from
+# its wording is a pass of regular expressions over it: the section depends on the text alone.
+@functools.lru_cache(maxsize=4096)
+def _routed_section(text: str) -> str | None:
+    """The section ``routing.route`` boosts for a question (None: none)."""
+    return route(text).section
 
 
 def leading(fused: Fused, name_ids: list[int], boosts: Boosts, table: TableCache,

@@ -30,8 +30,8 @@ import numpy as np
 
 from varaverk.retrieval.caches import WORD_FORMS_CACHE, TableCache, kept
 from varaverk.retrieval.candidates import DenseCandidates
-from varaverk.retrieval.coverage import (MIN_MARGIN, REF_RANK, Coverage, measure, pool_margin,
-                                         word_forms)
+from varaverk.retrieval.coverage import (LEADING, MIN_MARGIN, REF_RANK, Coverage, Deferred,
+                                         measure, pool_margin, word_forms)
 from varaverk.retrieval.hits import Hit
 from varaverk.retrieval.scoring import top_k
 from varaverk.text import named_words
@@ -129,7 +129,8 @@ def _named_part(part: str) -> bool:
 
 
 def measure_coverage(terms: Sequence[str], dense: DenseCandidates, mask: np.ndarray | None,
-                     hits: Sequence[Hit], table: TableCache) -> Coverage:
+                     hits: Sequence[Hit], table: TableCache, *, deferred: bool = False
+                     ) -> Coverage | Deferred:
     """The coverage signals of a searched question (``varaverk.retrieval.coverage``).
 
     Args:
@@ -138,6 +139,9 @@ def measure_coverage(terms: Sequence[str], dense: DenseCandidates, mask: np.ndar
         mask: the rows the filters allow (None: all).
         hits: the leading results, best first (``coverage.LEADING`` of them count).
         table: the index generation searched (vocabulary, BM25, each word's forms kept).
+        deferred: measure the words when the result is first read (a ``coverage.Deferred``);
+            the margin and the leading ids are taken now, so neither ``dense`` nor ``hits``
+            is kept.
 
     Returns:
         The best cosine over the ``REF_RANK``-th among the rows the filters allow, and the
@@ -149,6 +153,15 @@ def measure_coverage(terms: Sequence[str], dense: DenseCandidates, mask: np.ndar
         # dense mode ranks only k; hybrid pools at least REF_RANK whenever the rows allow
         ranked = dense.scores[top_k(dense.scores, REF_RANK, mask)]
     margin = pool_margin(ranked)
+    leading = [h.chunk.id for h in hits[:LEADING]]
+    if deferred:
+        return Deferred(lambda: _words_covered(margin, terms, leading, table))
+    return _words_covered(margin, terms, leading, table)
+
+
+def _words_covered(margin: float | None, terms: Sequence[str], leading: list[int],
+                   table: TableCache) -> Coverage:
+    """``measure_coverage``'s ``Coverage`` from its margin and leading chunk ids."""
     vocabulary = table.vocabulary()
     bm25 = table.bm25()
     if bm25 is None or not vocabulary:
@@ -157,5 +170,5 @@ def measure_coverage(terms: Sequence[str], dense: DenseCandidates, mask: np.ndar
 
     def forms_of(word: str) -> list[list[str]] | None:
         return kept(forms, word, lambda: word_forms(word, vocabulary), WORD_FORMS_CACHE)
-    return measure(margin, terms, forms_of, lambda toks: bm25.phrase_rows(toks)[0],
-                   [h.chunk.id for h in hits], bm25.rows)
+    return measure(margin, terms, forms_of, lambda toks: bm25.phrase_rows(toks)[0], leading,
+                   bm25.rows)

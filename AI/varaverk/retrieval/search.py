@@ -20,7 +20,8 @@ How one question is answered with ranked chunks (``Retriever.search``), module b
    section (small-to-big); a result that mostly repeats an earlier one is listed after the
    others (``windows.demote_repeats``).
 6. **Relevance** (``relevance``, ``coverage``): the signals of the "not covered" verdict are
-   measured and set on every hit; ``Retriever.confident`` judges them.
+   set on every hit (the question's words measured when first read: ``coverage.Deferred``);
+   ``Retriever.confident`` judges them.
 
 Then ``Retriever.expand`` packs a prompt's context from the hits within a character budget
 (``windows.expand``, counted as ``context.format_context`` lays it out).
@@ -48,12 +49,11 @@ from varaverk.retrieval.coverage import LEADING
 from varaverk.retrieval.fusion import fuse
 from varaverk.retrieval.hits import Hit
 from varaverk.retrieval.options import RetrieverOptions
-from varaverk.retrieval.question import Filters, Question
+from varaverk.retrieval.question import Filters, Question, Words
 from varaverk.retrieval.ranking import (Boosts, boosted_hits, demote_thin, leading, mark_aliases,
                                        prefer_headers)
 from varaverk.retrieval.rerank import make_reranker
 from varaverk.retrieval.scoring import EMPTY_IDS, EMPTY_SCORES
-from varaverk.text import exact_names, lexical_text
 
 
 class Retriever:
@@ -139,8 +139,10 @@ class Retriever:
             hits = self._single(question, dense, lexical, table)
         else:
             hits = self._hybrid(question, filters, dense, lexical, table)
-        measured = (relevance.measure_coverage(question.terms, dense, filters.mask, hits, table)
-                    if hits else None)
+        # The words measured when first read: only the coverage rule (AI_MIN_MARGIN, chat
+        # escalation) and the evaluation read them
+        measured = (relevance.measure_coverage(question.terms, dense, filters.mask, hits, table,
+                                               deferred=True) if hits else None)
         hits = hits[:k]
         for h in hits:
             h.coverage = measured
@@ -150,16 +152,12 @@ class Retriever:
         """The ``Question`` of one search. At least the coverage rule's leading results are
         ranked whatever k is, so asking for fewer results never changes the verdict (the first
         k are the same either way)."""
-        names = tuple(exact_names(text))
-        unknown = tuple(relevance.unknown_names(text, table))
-        lexical = lexical_text(text)
-        # fts_terms of lexical_text's words are those words (no edge punctuation, stop word,
-        # one-character word or repeat is left in them): a second pass would find nothing
+        words = Words.of(text, table)
         # The pool grows only once k passes it: a pool growing with k changed the fusion's
         # ranks, so asking for more results reordered the first ones.
         return Question(text=text, k=k, ranked=max(k, LEADING), pool=max(POOL, k),
-                        lexical=lexical, terms=tuple(lexical.split()), names=names,
-                        unknown=unknown)
+                        lexical=words.lexical, terms=words.terms, names=words.names,
+                        unknown=words.unknown)
 
     def _dense(self, question: Question, filters: Filters, table: TableCache
                ) -> DenseCandidates:
