@@ -80,22 +80,28 @@ def test_a_run_in_tiny_batches_stores_exactly_what_one_batch_stores(tmp_path, mo
     assert refresh(tiny, progress=False).files_read == 0
 
 
+def _chunks_alive() -> int:
+    gc.collect()
+    return sum(isinstance(o, Chunk) for o in gc.get_objects())
+
+
 class _Watching:
-    """The real embedder, counting the chunk records alive at each call (what the run holds)
-    and failing as told."""
+    """The real embedder, counting the chunk records alive at each call beyond those alive
+    when it was made (what the run holds, not what earlier tests' caches keep) and failing as
+    told."""
 
     def __init__(self, emb, fail_at: int | None = None, other_width_at: int | None = None):
         self._emb, self.fail_at, self.other_width_at = emb, fail_at, other_width_at
         self.backend, self.model, self.batch_size = emb.backend, emb.model, emb.batch_size
         self.max_tokens, self.count_tokens = emb.max_tokens, emb.count_tokens
         self.calls, self.alive = 0, []
+        self._before = _chunks_alive()
 
     def embed(self, texts):
         self.calls += 1
         if self.calls == self.fail_at:
             raise EmbeddingUnavailable("the server went away mid-run")
-        gc.collect()
-        self.alive.append(sum(isinstance(o, Chunk) for o in gc.get_objects()))
+        self.alive.append(_chunks_alive() - self._before)
         result = self._emb.embed(texts)
         if self.calls == self.other_width_at:
             result.vectors[:] = [v[:-1] if v is not None else v for v in result.vectors]
