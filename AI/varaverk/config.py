@@ -24,7 +24,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Mapping, NamedTuple
 
-from varaverk import exitcodes
+from varaverk import config_inputs, exitcodes
+from varaverk.config_inputs import SECRET_KEYS
 from varaverk.errors import VaraverkError
 from varaverk.index.store.location import index_file
 
@@ -38,22 +39,12 @@ class ConfigError(VaraverkError, ValueError):
 
 
 def tool_root() -> Path:
-    """The repository the tool runs from: the nearest folder above this package holding
-    ``.git`` (a folder, or a file in a worktree or submodule checkout).
-
-    Falls back to the folder holding ``AI/`` when there is none (a plain copy). Found by walking
-    up rather than asking git, because every command pays for this on start-up.
-    """
-    here = Path(__file__).resolve().parents[2]
-    for folder in (here, *here.parents):
-        if (folder / ".git").exists():
-            return folder
-    return here
+    """The repository the tool runs from (``varaverk.config_inputs.tool_root``)."""
+    return Path(config_inputs.tool_root())
 
 
 def _xdg(var: str, fallback: str) -> Path:
-    base = os.environ.get(var) or str(Path.home() / fallback)
-    return Path(base) / "varaverk"
+    return Path(config_inputs.xdg_dir(var, fallback))
 
 
 def _bool(key: str, raw: str) -> bool:
@@ -87,7 +78,6 @@ def split_list(raw: str) -> list[str]:
     return [item for item in raw.replace(",", " ").split() if item]
 
 
-SECRET_KEYS = frozenset({"AI_OPENAI_API_KEY", "AI_DOCK_TOKEN", "AI_FLEET_TOKEN"})
 EMBED_BACKENDS = ("local", "ollama", "openai")
 GEN_BACKENDS = ("ollama", "openai")
 # AI_SUMMARIES: none, the extractive summary (no model), the generation model's, or (query)
@@ -376,7 +366,8 @@ def log_warning(message: str) -> None:
 
 def load_settings(config_path: str | os.PathLike | None = None,
                   environ: Mapping[str, str] | None = None,
-                  warn: Callable[[str], None] = log_warning) -> Settings:
+                  warn: Callable[[str], None] = log_warning,
+                  inputs: config_inputs.Inputs | None = None) -> Settings:
     """Read the conf file (if present) and the environment into ``Settings``.
 
     Args:
@@ -385,6 +376,8 @@ def load_settings(config_path: str | os.PathLike | None = None,
         environ: the environment to read (default ``os.environ``).
         warn: called with each warning's text (an unknown ``AI_*`` key, a ``$VAR`` kept
             literally); by default logged (``log_warning``).
+        inputs: when given (with ``environ`` None), every input the load reads is noted in it
+            with its value, and whether it warned (``varaverk.config_inputs.Inputs``).
 
     Relative paths in values resolve against the repository root. Raises ConfigError for a
     missing explicit conf, an unreadable file or a value of the wrong type, naming the key.
@@ -393,6 +386,9 @@ def load_settings(config_path: str | os.PathLike | None = None,
     explicit = config_path or env.get("AI_CONFIG")
     root = tool_root()
     path = Path(explicit) if explicit else default_config_path(root)
+    if inputs is not None:
+        inputs.note_conf(str(path))
+        warn = inputs.watching(warn)
     values: dict[str, str] = {}
     if explicit and not path.is_file():
         raise ConfigError(f"config file not found: {path}")
@@ -412,6 +408,8 @@ def load_settings(config_path: str | os.PathLike | None = None,
     _warn_unknown_keys(values, fields, path, env, warn)
     repo_raw = values.get("AI_REPO_ROOT", "").strip()
     repo_root = Path(os.path.expanduser(repo_raw)).resolve() if repo_raw else root
+    if inputs is not None and repo_raw:
+        inputs.note("realpath", os.path.expanduser(repo_raw))
     kwargs: dict[str, object] = {"ai_repo_root": repo_root}
     for key, raw in values.items():
         name = fields.get(key)
