@@ -389,19 +389,7 @@ def load_settings(config_path: str | os.PathLike | None = None,
     if inputs is not None:
         inputs.note_conf(str(path))
         warn = inputs.watching(warn)
-    values: dict[str, str] = {}
-    if explicit and not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    if path.is_file():
-        # Imported only when there is a file to parse: start-up time of every command.
-        from dotenv import dotenv_values
-        try:
-            parsed = dotenv_values(path, interpolate=False)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc}") from None
-        from_file = {k: v for k, v in parsed.items() if k.startswith("AI_") and v is not None}
-        _warn_shell_variables(from_file, path, warn)
-        values.update(from_file)
+    values = _conf_values(path, bool(explicit), warn)
     values.update({k: v for k, v in env.items() if k.startswith("AI_") and k != "AI_CONFIG"})
 
     fields = {name.upper(): name for name in Settings._fields}
@@ -440,6 +428,24 @@ def load_settings(config_path: str | os.PathLike | None = None,
     check_embed_model(settings.ai_embed_backend, settings.ai_embed_model)
     check_ranges(settings)
     return settings
+
+
+def _conf_values(path: Path, explicit: bool, warn: Callable[[str], None]) -> dict[str, str]:
+    """The ``AI_*`` keys of the conf file at ``path`` ({} when there is none and it was not
+    named ``explicit``ly); ConfigError when a named one is missing or one cannot be read."""
+    if explicit and not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    if not path.is_file():
+        return {}
+    # Imported only when there is a file to parse: start-up time of every command.
+    from dotenv import dotenv_values
+    try:
+        parsed = dotenv_values(path, interpolate=False)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    from_file = {k: v for k, v in parsed.items() if k.startswith("AI_") and v is not None}
+    _warn_shell_variables(from_file, path, warn)
+    return from_file
 
 
 def check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:

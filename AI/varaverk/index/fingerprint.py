@@ -54,6 +54,8 @@ _TIME_CHARACTERS = frozenset(" in0123456789.s")
 _INDEX_PACKAGE = os.path.dirname(os.path.abspath(__file__))
 _SINGLE_MODULES = ("config.py", "config_inputs.py", "named_sources.py", "gitrepo.py")
 _WCMATCH_MODULES = ("__meta__.py", "_wcparse.py", "glob.py")
+# Kinds every record holds: one without them is damaged, not a promise that nothing changed.
+_REQUIRED = frozenset({"ai-env", "realpath", "git"})
 
 
 def record_path(config_path: str | None) -> str | None:
@@ -113,9 +115,11 @@ def unchanged_summary(config_path: str | None = None) -> tuple[str, str] | None:
     except FileNotFoundError:
         return None
     if len(fields) < 4 or len(fields) % 3 != 1 or fields[0] != FORMAT \
-            or fields[1] != (config_path or ""):
+            or fields[1] != (config_path or "") or not _REQUIRED <= set(fields[4::3]):
         return None
     head, log_dir = fields[3], fields[2]
+    if not os.path.isabs(log_dir):
+        return None
     if _could_redact(head, [os.environ.get(key) for key in config_inputs.SECRET_KEYS]):
         return None
     for i in range(4, len(fields), 3):
