@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Callable, Mapping, NamedTuple
 
 from varaverk import config_inputs, exitcodes
-from varaverk.config_inputs import SECRET_KEYS
 from varaverk.errors import VaraverkError
 from varaverk.index.store.location import index_file
 
@@ -78,6 +77,7 @@ def split_list(raw: str) -> list[str]:
     return [item for item in raw.replace(",", " ").split() if item]
 
 
+SECRET_KEYS = frozenset({"AI_OPENAI_API_KEY", "AI_DOCK_TOKEN", "AI_FLEET_TOKEN"})
 EMBED_BACKENDS = ("local", "ollama", "openai")
 GEN_BACKENDS = ("ollama", "openai")
 # AI_SUMMARIES: none, the extractive summary (no model), the generation model's, or (query)

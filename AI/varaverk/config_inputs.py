@@ -6,15 +6,16 @@ loading the settings again (no python-dotenv, no typing, no pathlib) that they w
 same: the no-op ``ai-index`` (``varaverk.index.fingerprint``). An input is a ``(kind, argument)``
 pair of strings and ``present(kind, argument)`` its value now, a string:
 
-* ``ai-env``: every ``AI_*`` variable of the environment, secret ones (``SECRET_KEYS``) by name
-  only: their values decide nothing a refresh does, only what its log line hides;
+* ``ai-env``: every ``AI_*`` variable of the environment with its value, as a 128-bit BLAKE2b
+  digest, so that no value (a key, a URL with a password) is written where the value is kept;
+  two environments share a digest by chance with a probability of 2^-128;
 * ``env NAME``: one other variable (``-`` when unset);
 * ``home``: the folder ``~`` expands to; ``root``: ``tool_root()``; ``host``: this host's name;
 * ``realpath PATH``: ``PATH`` with every symbolic link resolved (against the working folder when
   relative), as ``Path.resolve`` gives it;
 * ``lstat PATH``: ``stat_key(PATH)``.
 
-Only ``os`` and ``time``: this module is the first the no-op path loads.
+Only ``os``, ``time`` and BLAKE2: this module is the first the no-op path loads.
 """
 
 from __future__ import annotations
@@ -22,7 +23,11 @@ from __future__ import annotations
 import os
 import time
 
-SECRET_KEYS = frozenset({"AI_OPENAI_API_KEY", "AI_DOCK_TOKEN", "AI_FLEET_TOKEN"})
+try:
+    from _blake2 import blake2b  # hashlib's own BLAKE2, without the OpenSSL bindings it loads
+except ImportError:  # an interpreter built without it: hashlib's, which costs more
+    from hashlib import blake2b
+
 # Read by every load whatever the conf says (the defaults of AI_DATA_DIR, AI_LOG_DIR,
 # AI_REPO_ROOT, AI_HOST_NAME and "~" in any path), so each load notes them all.
 ALWAYS_READ = (("ai-env", ""), ("env", "XDG_DATA_HOME"), ("env", "XDG_STATE_HOME"),
@@ -85,8 +90,8 @@ def present(kind: str, argument: str) -> str:
         value = os.environ.get(argument)
         return "-" if value is None else "=" + value
     if kind == "ai-env":
-        return repr(sorted((key, "<secret>" if key in SECRET_KEYS else value)
-                           for key, value in os.environ.items() if key.startswith("AI_")))
+        items = sorted((key, value) for key, value in os.environ.items() if key.startswith("AI_"))
+        return blake2b(repr(items).encode("utf-8", "surrogateescape"), digest_size=16).hexdigest()
     if kind == "home":
         return os.path.expanduser("~")
     if kind == "root":

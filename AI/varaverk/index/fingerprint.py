@@ -29,7 +29,8 @@ Nothing is recorded when a stat is racy (git's rule, as in
 ``RACY_SLACK_NS``, so a file changed at any time after the check began has a newer ctime than
 the recorded one (no user tool sets ctime back). Nor when the settings warned, name
 ``AI_SOURCES``, or hold a secret the log line's redaction could change, nor for an index of the
-older layout. The file is a cache: a missing, unreadable or foreign one only costs the full
+older layout: the record holds no secret, and a secret changed since is a changed input
+(``ai-env``, the conf file's stat). The file is a cache: a missing, unreadable or foreign one only costs the full
 path, which writes it again.
 
 Only ``os``, ``zlib``, ``config_inputs`` and ``gitrepo`` (with subprocess) at import: this is the
@@ -120,8 +121,6 @@ def unchanged_summary(config_path: str | None = None) -> tuple[str, str] | None:
     head, log_dir = fields[3], fields[2]
     if not os.path.isabs(log_dir):
         return None
-    if _could_redact(head, [os.environ.get(key) for key in config_inputs.SECRET_KEYS]):
-        return None
     for i in range(4, len(fields), 3):
         if _present(fields[i], fields[i + 1]) != fields[i + 2]:
             return None
@@ -159,7 +158,9 @@ def record(settings, inputs: config_inputs.Inputs | None, listing, generation: s
     line without the time (``IndexReport.summary_head``). Returns whether it was recorded
     (not when a stat is racy, the settings warned, and the other cases the module names).
     """
-    secrets = [getattr(settings, key.lower()) for key in config_inputs.SECRET_KEYS]
+    from varaverk.config import SECRET_KEYS
+
+    secrets = [getattr(settings, key.lower()) for key in SECRET_KEYS]
     if inputs is None or inputs.warned or settings.ai_sources or not generation \
             or not summary_head.isprintable() or _could_redact(summary_head, secrets):
         return False
