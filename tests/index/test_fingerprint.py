@@ -306,3 +306,13 @@ def test_only_a_plain_refresh_command_line_tries_the_shortcut(args, plain):
     from varaverk_tools.ai_index import _plain_refresh
 
     assert _plain_refresh(args) == plain
+
+
+def test_the_earlier_format_beside_the_index_is_removed_when_recording(lab, quick):
+    repo, settings = lab
+    stale = settings.index_path.with_name(settings.index_path.name + ".fingerprint")
+    stale.write_text("varaverk-fingerprint 1\n")
+    for name in os.listdir(settings.ai_data_dir / fingerprint.FOLDER):
+        os.unlink(settings.ai_data_dir / fingerprint.FOLDER / name)
+    assert run_index(settings).stderr.startswith(UP_TO_DATE)
+    assert quick(settings) is not None and not stale.exists()

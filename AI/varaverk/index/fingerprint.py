@@ -39,6 +39,7 @@ no-op path. What recording needs is imported by ``record``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zlib
 
@@ -180,6 +181,8 @@ def record(settings, inputs: config_inputs.Inputs | None, listing, generation: s
         fields.extend(check)
     if any("\0" in field for field in fields):
         return False
+    with contextlib.suppress(OSError):  # the earlier format's file beside the index, replaced
+        os.unlink(index + ".fingerprint")
     return _write(place, "\0".join(fields).encode("utf-8", "surrogateescape"))
 
 
