@@ -21,6 +21,7 @@ from varaverk.config import load_settings
 from varaverk.documents.tracked_files import KindMatcher
 from varaverk.index import fingerprint
 from varaverk.index.refresh import _optimistic_pass, refresh
+from varaverk.index.store.index import Index
 
 OLD = "# Lab\n\nThe backup runs at 02:00 nightly.\n"
 FILES = {"README.md": OLD, "docs/README-Backup.md": "# Backup\n\nRestore with restore.sh.\n"}
@@ -168,7 +169,8 @@ def test_a_changed_conf_file_needs_the_full_path(lab, quick, tmp_path, change):
     os.utime(conf, ns=(past, past))
     assert run_index(settings, "--config", str(conf)).stderr.startswith(UP_TO_DATE)
     assert quick(settings, "--config", str(conf)) is not None
-    assert quick(settings) is None  # another command line is another record
+    assert len(os.listdir(settings.ai_data_dir / fingerprint.FOLDER)) == 2  # one per conf
+    assert quick(settings) is not None  # the run without --config keeps its own
     before = conf.stat()
     if change.startswith("edited"):
         conf.write_text("AI_TOP_K=6\nAI_GEN_MODEL=qwen2.5:3b\n")
@@ -259,11 +261,22 @@ def test_a_recently_written_index_is_checked_by_its_generation(lab):
     gen = "7"
     long_after = time.time_ns() + 10**9  # no write is at or after it: none is racy
     assert [kind for kind, _, _ in fingerprint._index_checks(index, gen, long_after)] == \
-        ["lstat", "lstat"]
+        ["lstat", "wal"]
     (check,) = fingerprint._index_checks(index, gen, 0)  # every write at or after it
     assert check[0] == "generation" and check[2].startswith("7:")
     current = fingerprint._present("generation", index)
     assert current.split(":")[1:] == check[2].split(":")[1:]
+
+
+def test_a_reader_of_the_index_leaves_the_shortcut_standing(lab, quick):
+    """Reading the index (ai-query, the dock: read-only) writes nothing, though SQLite running
+    as root hands the -wal to the database's owner on every open, which moves its ctime."""
+    repo, settings = lab
+    assert quick(settings) is not None
+    for _ in range(2):
+        with Index.open(settings.index_path, readonly=True) as idx:
+            assert idx.meta()["generation"]
+        assert quick(settings) is not None
 
 
 @pytest.mark.parametrize("secret, recorded", [("sk-abcdef123456", True), ("tracked", False),

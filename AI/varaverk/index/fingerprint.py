@@ -12,9 +12,9 @@ When a full refresh of a command (``ai-index``) finds nothing to do, it records,
   ``named_sources`` and wcmatch's translator);
 * ``git``: HEAD, the git index file and the folder's prefix (``gitrepo.STATE``), and the
   ``lstat`` of that git index file: while it is unchanged, so is what ``git ls-files`` lists;
-* the ``lstat`` of the SQLite index file and its ``-wal`` (any write changes one of them), or,
-  when either was written too recently to vouch for it, ``generation``: the index's write
-  counter, inode and device, read with SQLite;
+* the ``lstat`` of the SQLite index file and of its ``-wal`` (``_wal_key``: any commit changes
+  one of them), or, when either was written too recently to vouch for it, ``generation``: the
+  index's write counter, inode and device, read with SQLite;
 * the ``lstat`` of every tracked path and of every folder holding one.
 
 A later ``ai-index`` (``unchanged_summary``) finds the record from its command line and
@@ -130,13 +130,16 @@ def unchanged_summary(config_path: str | None = None) -> tuple[str, str] | None:
 
 def _present(kind: str, argument: str) -> str:
     """``config_inputs.present``, and the kinds of this module: ``git`` (``gitrepo.STATE`` in
-    the work tree ``argument``) and ``generation`` (``index_identity`` of an index file)."""
+    the work tree ``argument``), ``wal`` (``_wal_key``) and ``generation`` (``index_identity``
+    of an index file)."""
     if kind == "git":
         proc = gitrepo.spawn(argument, *gitrepo.STATE)
         out, _ = proc.communicate()
         return gitrepo.state_text(proc.returncode, out)
     if kind == "generation":
         return index_identity(argument, _generation(argument))
+    if kind == "wal":
+        return _wal_key(argument)
     return config_inputs.present(kind, argument)
 
 
@@ -214,16 +217,29 @@ def _checks(settings, inputs: config_inputs.Inputs, listing) -> list[tuple[str, 
 
 
 def _index_checks(index: str, generation: str, racy_from: int) -> list[tuple[str, str, str]]:
-    """The SQLite index's checks: the ``lstat`` of the file and its ``-wal``, or, when one was
-    written at or after ``racy_from``, its ``generation`` (``index_identity``)."""
-    stats = [("lstat", path, config_inputs.stat_key(path)) for path in (index, index + "-wal")]
-    wal = stats[1][2].split()
+    """The SQLite index's checks: the ``lstat`` of the file and the ``wal`` key of its
+    ``-wal``, or, when one was written at or after ``racy_from``, its ``generation``
+    (``index_identity``)."""
+    main = config_inputs.stat_key(index)
+    wal = _wal_key(index + "-wal")
+    size, _, rest = wal.partition(" ")
     # An empty -wal holds no commit: one made later either fills it or, checkpointed, changes
     # the index file itself.
-    if _racy(stats[0][2], racy_from) or (wal[0] != "error" and wal[0] != "0"
-                                          and _racy(stats[1][2], racy_from)):
+    if _racy(main, racy_from) or (size not in ("error", "0")
+                                  and int(rest.split()[0]) >= racy_from):
         return [("generation", index, index_identity(index, generation))]
-    return stats
+    return [("lstat", index, main), ("wal", index + "-wal", wal)]
+
+
+def _wal_key(path: str) -> str:
+    """``stat_key`` of an SQLite ``-wal`` file without its ctime: SQLite running as root hands
+    the file to the database's owner (``fchown``) on every open, a reader's too, which moves
+    the ctime of an unchanged file. A commit still grows the file or rewrites it (its mtime)."""
+    key = config_inputs.stat_key(path)
+    if key.startswith("error"):
+        return key
+    size, mtime, _, rest = key.split(" ", 3)
+    return f"{size} {mtime} {rest}"
 
 
 def _racy(key: str, racy_from: int) -> bool:
