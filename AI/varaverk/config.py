@@ -395,9 +395,7 @@ def load_settings(config_path: str | os.PathLike | None = None,
     fields = {name.upper(): name for name in Settings._fields}
     _warn_unknown_keys(values, fields, path, env, warn)
     repo_raw = values.get("AI_REPO_ROOT", "").strip()
-    repo_root = Path(os.path.expanduser(repo_raw)).resolve() if repo_raw else root
-    if inputs is not None and repo_raw:
-        inputs.note("realpath", os.path.expanduser(repo_raw))
+    repo_root = _resolved(os.path.expanduser(repo_raw), inputs) if repo_raw else root
     kwargs: dict[str, object] = {"ai_repo_root": repo_root}
     for key, raw in values.items():
         name = fields.get(key)
@@ -428,6 +426,12 @@ def load_settings(config_path: str | os.PathLike | None = None,
     check_embed_model(settings.ai_embed_backend, settings.ai_embed_model)
     check_ranges(settings)
     return settings
+
+
+def _resolved(raw: str, inputs: config_inputs.Inputs | None) -> Path:
+    """``raw`` with every symbolic link resolved; noted in ``inputs`` (when given) as the very
+    value used, so that a link changed meanwhile cannot pass for the one read."""
+    return Path(inputs.note("realpath", raw)) if inputs is not None else Path(raw).resolve()
 
 
 def _conf_values(path: Path, explicit: bool, warn: Callable[[str], None]) -> dict[str, str]:

@@ -201,14 +201,15 @@ def _keyed_index(settings) -> str | None:
 
 def _checks(settings, inputs: config_inputs.Inputs, listing) -> list[tuple[str, str, str]] | None:
     """Every recorded input but the index file's, with its value now (the module lists
-    them); None when git failed."""
+    them); None when git failed or the repository's path no longer resolves to itself."""
     root = os.fspath(listing.root)
     git_index = gitrepo.state_index_file(root, listing.git_state)
     if git_index is None:
         return None
-    checks = list(inputs.noted)
     repo = os.fspath(settings.ai_repo_root)
-    checks.append(("realpath", repo, os.path.realpath(repo)))
+    if os.path.realpath(repo) != repo:  # a link made meanwhile: the index path says otherwise
+        return None
+    checks = [*inputs.noted, ("realpath", repo, repo)]
     checks += [("lstat", path, config_inputs.stat_key(path)) for path in _code_paths()]
     checks.append(("git", root, listing.git_state))
     checks.append(("lstat", git_index, config_inputs.stat_key(git_index)))
