@@ -20,18 +20,19 @@ When a full refresh of a command (``ai-index``) finds nothing to do, it records,
 A later ``ai-index`` (``unchanged_summary``) finds the record from its command line and
 environment alone (``record_path``), compares every value with the present one and, when all
 are equal, ends with the recorded log line: one ``git rev-parse`` and a stat per path, no
-settings loaded, no SQLite. Values are compared as stored, never as digests, so no collision can
-pass a change. The record's name is a CRC-32 of the conf file's path and ``AI_REPO_ROOT``: two
-configurations sharing a name only take turns overwriting it.
+settings loaded, no SQLite. Values are compared as stored, not as a digest of them all (only the
+``AI_*`` environment is kept as its 128-bit digest, so that no value of it is written down), so
+no checksum collision can pass a change. The record's name is a CRC-32 of the conf file's path
+and ``AI_REPO_ROOT``: two configurations sharing a name only take turns overwriting it.
 
 Nothing is recorded when a stat is racy (git's rule, as in
 ``varaverk.index.change_detection``): a time at or after the run's start less
 ``RACY_SLACK_NS``, so a file changed at any time after the check began has a newer ctime than
 the recorded one (no user tool sets ctime back). Nor when the settings warned, name
 ``AI_SOURCES``, or hold a secret the log line's redaction could change, nor for an index of the
-older layout: the record holds no secret, and a secret changed since is a changed input
-(``ai-env``, the conf file's stat). The file is a cache: a missing, unreadable or foreign one only costs the full
-path, which writes it again.
+older layout. The record holds no secret, and a secret changed since is a changed input
+(``ai-env``, the conf file's stat). The file is a cache: a missing, unreadable or foreign one
+only costs the full path, which writes it again.
 
 Only ``os``, ``zlib``, ``config_inputs`` and ``gitrepo`` (with subprocess) at import: this is the
 no-op path. What recording needs is imported by ``record``.
