@@ -15,9 +15,10 @@
 #   The run lists the repository with git ls-files -z -s, classifies every path by the
 #   AI_GLOBS_* settings and compares each document with its stored size and mtime. If nothing
 #   moved, HEAD is unchanged and the embedding settings are the same, it stops there without
-#   taking the lock, reading a file or loading the embedder, and records the repository's
-#   fingerprint beside the index; a later plain run whose fingerprint is still the same ends
-#   even sooner, with the same log line. Otherwise it takes the index
+#   taking the lock, reading a file or loading the embedder, and records every input of that
+#   verdict with its value (the settings' sources, HEAD, the stats of the git index file and
+#   of every tracked path); a later plain run that finds every value the same ends even
+#   sooner, without loading the settings, with the same log line. Otherwise it takes the index
 #   lock, reads the changed files, hashes them, re-chunks and re-embeds only those whose
 #   content really changed, drops the chunks of deleted and renamed files, and commits the
 #   whole run in one SQLite transaction. Files are read, chunked, embedded and written into
@@ -81,7 +82,8 @@
 #     each only from its own git ls-files; one index, each chunk naming its source.
 #   AI_DATA_DIR
 #     Folder of the index files, one per repository (indexes/<name>-<hash>.sqlite, keyed by
-#     the repository's resolved path), and their locks (default: ~/.local/share/varaverk).
+#     the repository's resolved path), their locks and the no-op runs' records
+#     (fingerprints/; default: ~/.local/share/varaverk).
 #   AI_LOG_DIR
 #     Folder of ai-index.log, rotated at 1 MiB (default: ~/.local/state/varaverk/log).
 #   AI_EMBED_BACKEND
