@@ -200,7 +200,8 @@ class _Fields(NamedTuple):
     # ones matching no glob) are classified as header by their shebang.
     ai_globs_template: tuple[str, ...] = ("Deployment/*.template", "**/*.env", "**/.env.example",
                                           "**/*.env.example", "**/*.env.tmpl", "**/*.example",
-                                          "**/*.sample", "**/*.conf", "**/*.cf",
+                                          "**/*.sample", "**/*.conf", "**/*.cf", "**/*.cfg",
+                                          "**/*.ini",
                                           "**/compose.yaml", "**/compose.yml",
                                           "**/docker-compose*.yml", "**/docker-compose*.yaml",
                                           "**/*.yml", "**/*.yaml")

@@ -260,3 +260,25 @@ def test_every_byte_order_mark_is_dropped_not_only_the_first():
     chunks = chunk_document("notes/joined.md", "readme", text)
     assert [(c.title, c.text) for c in chunks] == [("A", "x"), ("B", "y")]
     assert chunks[0].meta == {"title": "T"}
+
+
+# --- YAML items named in prose (varaverk.documents.yaml_named_items) ------------------------
+
+def _staircases(n: int) -> str:
+    """n lines: staircases of named items nested deeper than the open-item bound, each
+    followed by deep comments and closed at once by a line at column 0."""
+    step = "".join(" " * (2 * d) + f"- name: Step number {d} of many\n" for d in range(60))
+    deep = " " * 200 + "# still inside the deepest step\n"
+    block = step + deep * 60 + "next: 1\n"
+    return block * max(1, n // 121)
+
+
+@pytest.mark.parametrize("make", [
+    _staircases,
+    lambda n: "- name: Run " + "{" * n + " x\n  command: true\n",
+    lambda n: "- name: Run " + "{{ a }} " * (n // 8) + "now\n  command: true\n",
+    lambda n: "# lead\n" + "- name: Install the package\n  apt: name=x\n" * (n // 2),
+    lambda n: "tasks:\n" + "\n" * n + "  - name: Install the package\n    apt: x\n",
+], ids=["nested-staircases", "open-braces", "jinja-spans", "many-tasks", "blank-run"])
+def test_named_yaml_items_cost_linear_time(make):
+    assert_linear(make, 4_000, "template", "roles/a/tasks/main.yml")

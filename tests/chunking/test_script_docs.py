@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from varaverk.documents.chunking import chunk_document
-from varaverk.documents.script_docs import USAGE_TITLE
+from varaverk.documents.script_docs import COMMENTS_TITLE, USAGE_TITLE
 from varaverk.documents.script_headers import COMMENT_TITLE
 
 BIG = 10_000
@@ -126,3 +126,58 @@ def test_six_section_scripts_get_no_banner_sections():
             "####################\n# the port\nPORT=8080\n")
     chunks = chunks_of("svc.sh", text)
     assert [(c.section, c.title) for c in chunks] == [("PURPOSE", "")]
+
+
+COMMENTED_SH = """#!/usr/bin/env sh
+# Check that Longhorn came up.
+
+# List of required tools: kubectl, curl, jq
+CURL=${CURL:-curl}
+
+# Looping through all of the deployed resources during 5 minutes with 10 seconds intervals
+count=0
+while [ "$count" -lt 30 ]
+do
+    # Iterate through nodes and determine if each node is Ready
+    STATUS=$(kubectl get nodes)
+    # for postgres:
+    # TIME='2016-08-31 23:59:59'
+    #
+    # kubectl get pods -n longhorn-system -o json | jq '.items[]'
+    sleep 10 # wait before the next round
+done
+"""
+
+
+def test_comment_paragraphs_that_read_as_prose_form_one_comments_chunk():
+    chunks = chunks_of("check_lh.sh", COMMENTED_SH)
+    assert [c.title for c in chunks] == [COMMENT_TITLE, COMMENTS_TITLE]
+    comments = chunks[1]
+    assert comments.text == (
+        "List of required tools: kubectl, curl, jq\nCURL=${CURL:-curl}\n"
+        "\n"
+        "Looping through all of the deployed resources during 5 minutes with 10 seconds"
+        " intervals\ncount=0\n"
+        "\n"
+        "Iterate through nodes and determine if each node is Ready")
+    assert (comments.start_line, comments.end_line) == (4, 11)
+    # other code, commented-out code, a two-word step name and a trailing comment never appear
+    for left_out in ("STATUS=", "while", "for postgres", "TIME=", "jq '.items",
+                     "wait before"):
+        assert left_out not in comments.text
+
+
+def test_banner_and_six_section_scripts_get_no_comments_chunk():
+    assert COMMENTS_TITLE not in [c.title for c in chunks_of("purge.sh", BANNERS_SH)]
+    text = ("#!/bin/sh\n# PURPOSE\n#   Lead.\n\nPORT=8080\n"
+            "# Looping through all of the deployed resources during 5 minutes\nsleep 300\n")
+    assert [(c.section, c.title) for c in chunks_of("svc.sh", text)] == [("PURPOSE", "")]
+
+
+def test_python_body_comments_stay_out():
+    """A Python module documents itself in its docstring and argparse help; its body comments
+    annotate code for its maintainers."""
+    text = ('"""Rotate the camera recordings."""\n\nimport os\n\n'
+            "# Looping through all of the deployed resources during 5 minutes\n"
+            "ROUNDS = 30\n")
+    assert [c.title for c in chunks_of("tools/rotate.py", text)] == [COMMENT_TITLE]

@@ -64,6 +64,6 @@ def test_an_unexpected_failure_leaves_its_traceback_in_the_log(tmp_path):
     assert proc.returncode == exitcodes.FAILURE, proc.stderr
     log_file = settings.ai_log_dir / "ai-index.log"
     assert "Traceback" not in proc.stderr
-    assert f"unexpected error: OperationalError" in proc.stderr and str(log_file) in proc.stderr
+    assert "unexpected error: OperationalError" in proc.stderr and str(log_file) in proc.stderr
     logged = log_file.read_text()
     assert "Traceback (most recent call last)" in logged and "OperationalError" in logged

@@ -211,7 +211,8 @@ def test_default_globs_cover_commented_configuration_files():
     matcher = KindMatcher.from_settings(Settings())
     for path in ("app/.env.example", "stack/media.env", "mail/main.cf", "nginx/site.conf",
                  "x/settings.env.tmpl", "compose.yaml", "svc/docker-compose.override.yml",
-                 "docs/sample_config.yaml", "etc/app.ini.sample", "cfg/app.toml.example"):
+                 "docs/sample_config.yaml", "etc/app.ini.sample", "cfg/app.toml.example",
+                 "ansible/ansible.cfg", "inventory/hosts.ini"):
         assert matcher.kind_of(path) == "template", path
     for path in ("README.rst", "docs/setup.rst", "debian/synctl.ronn"):
         assert matcher.kind_of(path) == "doc", path

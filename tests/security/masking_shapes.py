@@ -70,6 +70,18 @@ SHAPES: tuple[Shape, ...] = (
           (":WIFI_PASSPHRASE:", ":API_TOKEN:")),
     Shape("Markdown front matter", "doc", "---\ntitle: NAS\napi_token: Zx81-vault-pw\n---\n# NAS",
           "masked", ("Zx81-vault-pw",), ("api_token:",)),
+    Shape("a JSON array under a secret-named key (vault operator init)", "template",
+          '{\n  "unseal_keys_b64": [\n    "EXAMPLEv7Q1sfUIEm7+OpiDzrHvh2WmSr3qe8Q1q+zeSc="\n  ],\n'
+          '  "unseal_keys_hex": [\n'
+          '    "a2982cd0e6bddf7521e7d55470d49a692b6d825918f4e5ffeb7932c8d8e67bf2"\n  ]\n}',
+          "masked", ("EXAMPLEv7Q1sfUIEm7", "a2982cd0e6bddf75"), ('"unseal_keys_hex": [',)),
+    Shape("a YAML list under a secret-named key", "template",
+          "k3s_tokens:\n  - fad771a6380b8fc30026086f12741f14\npasswords:\n- tangerinedream",
+          "masked", ("fad771a6380b8fc3", "tangerinedream"), ("k3s_tokens:", "passwords:")),
+    Shape("a flow list under a secret-named key", "template",
+          'api_keys: [EXAMPLEmPv9LwT4nR, "s3cret-h0rse-b4ttery"]\n'
+          '{"tokens": ["t0ken-a1B2c3D4e5F6"], "user": "bob"}', "masked",
+          ("EXAMPLEmPv9LwT4nR", "s3cret-h0rse", "a1B2c3D4e5F6"), ("api_keys: [", '"user": "bob"')),
     # -- secrets: credentials in URLs
     Shape("URL with user and password", "template",
           "backup_target: https://admin:s3cret-nas@nas.lan/backups", "masked", ("s3cret-nas",),
@@ -208,6 +220,17 @@ SHAPES: tuple[Shape, ...] = (
           "password: ENC[AES256_GCM,data:5SSDNb+A6j9lqiedf0JKhzWX,"
           "iv:b2lE/v1vEKu8BGJIkR2G0x4/Cnfj+b/dCrtJsc3j6XI=,tag:4HcK6HEssPpPVAaKp6iZbg==,type:str]",
           "kept"),
+    Shape("references and placeholders in a list under a secret-named key", "template",
+          'tokens:\n  - ${K3S_TOKEN}\n  - "{{ vault_k3s_token }}"\n  - changeme\n'
+          "  - <your-token>\npasswords: [op://homelab/nas/password, xxx]", "kept"),
+    Shape("names of secrets in a list (compose, Kubernetes, Helm)", "template",
+          "secrets:\n  - db_password\n  - pgpass\n  - postgres-admin-secret\nimagePullSecrets:\n"
+          "  - name: regcred\n  - myRegistryKeySecretName\nexistingSecrets:\n  - minio-secret\n"
+          "env:\n"
+          "  - name: VPN_PASSWORD\n    valueFrom:\n      secretKeyRef:\n"
+          "        name: vpn-secrets\n        key: vpn-password", "kept"),
+    Shape("key names in a list under keys:", "template",
+          "keys:\n  - key: vpn-password\n  - tls.crt\n  - tls.key\n  - username", "kept"),
     # -- not secrets: placeholders, options, names, lifetimes
     Shape("placeholders", "template",
           "PASSWORD=changeme\npassword: <password>\nTOKEN=xxx\napi_key: your-api-key-here\n"
@@ -287,6 +310,21 @@ SHAPES: tuple[Shape, ...] = (
     Shape("a public key under a public name", "template",
           'verify_keys:\n  "ed25519:auto": "Noi6WqcDj0QmPxCNQqgezwTlBKrfqehY1u2FyWP9uYw"\n'
           "[Peer]\nPublicKey = sSAZS1Z3vB7Wx8e2yVqXfeHjgWTa80wnSYoma3mZkiU=", "kept"),
+    Shape("public keys, recipients and fingerprints in lists", "template",
+          "ssh_authorized_keys:\n  - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG5hcGtpbnNrZXlzYXJl"
+          "cHVibGljYW5kZmluZQ nas@lab\ncreation_rules:\n  - path_regex: talos/.*\.sops\.yaml\n"
+          "    key_groups:\n      - age:\n"
+          "          - age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n"
+          "        pgp:\n          - FBC7B9E2A4F9289AC0C1D4843D16CEE4A27381B4\n"
+          "signing_keys:\n  - 0x3AA5C34371567BD2\n"
+          "  - FBC7 B9E2 A4F9 289A C0C1  D484 3D16 CEE4 A273 81B4\n"
+          'verify_keys: ["ed25519:auto:Noi6WqcDj0QmPxCNQqgezwTlBKrfqehY1u2FyWP9uYw"]', "kept"),
+    Shape("checksums, ids and public keys in lists under names that say so", "template",
+          "sha256:\n- 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n"
+          "token_ids:\n  - 1b4f0e9851971998e732078544c96b36c3d01cedf7caa332359d6f1d83567014\n"
+          "secret_fingerprints:\n"
+          "  - 60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752\n"
+          "public_keys:\n  - sSAZS1Z3vB7Wx8e2yVqXfeHjgWTa80wnSYoma3mZkiU=", "kept"),
     Shape("ids: event ids, site verification", "doc",
           '"event_id": "$3IcdZsDaN_En-S1DF4EMCy3v4gNRKeOJs8W5qTOKj4I"\n'
           '  "$YK4arsKKcc0LRoe700pS8DSjOvUT4NDv0HfInlMFw2M",\n'

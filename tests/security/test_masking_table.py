@@ -82,6 +82,16 @@ HOSTILE = {
     "npm registry paths": lambda n: "//registry.example.org/npm/ " * n,
     "backticks and quotes": lambda n: "` ``\"a: '" * n,
     "a base64 line": lambda n: "QmFzZTY0IQ" * n,
+    "minified JSON of arrays": lambda n: "{" + ",".join(
+        f'"names{i}":["a{i}","b"]' for i in range(n)) + "}",
+    "minified JSON of arrays under secret keys": lambda n: "{" + ",".join(
+        f'"passwords{i}":["Zq8x{i}y","b"]' for i in range(n)) + "}",
+    "a long list under a secret key": lambda n: "tokens:\n" + "\n".join(
+        f"  - Zq8x{i}yW  # n" for i in range(n)),
+    "a long flow list under a secret key": lambda n: "tokens: [" + ", ".join(
+        f"Zq8x{i}yW" for i in range(n)) + "]",
+    "flow lists that never close": lambda n: " ".join(
+        f'tokens{i}: ["a{i}", "b' for i in range(n)),
     "many lines": lambda n: "\n".join(f"  key{i}: value{i}  # comment" for i in range(n)),
     "a private key without END": lambda n: "-----BEGIN PRIVATE KEY-----\n"
                                            + "\n".join("QUJD" * 16 for _ in range(n // 4)),

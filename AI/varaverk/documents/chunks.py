@@ -5,7 +5,7 @@ produces ``Draft`` records; ``varaverk.documents.budget`` turns drafts into ``Ch
 that fit the embedder's input budget; ``varaverk.documents.chunking`` picks the chunker for a
 document's kind. This module imports no chunker, so every chunker can import it, with the
 text helpers they share (``unique_words``, ``without_surrogates``, ``framed_name``,
-``cap_label``).
+``cap_label``, ``reads_as_prose``).
 
 Conventions shared by every kind:
     - ``context`` is ``path › trail...`` joined with ``SEP``; for headers the trail is
@@ -35,6 +35,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # it. The Markdown, reStructuredText and org chunkers keep such a heading's words in the
 # chunk text.
 MAX_LABEL_CHARS = 1000
+_WORD = re.compile(r"[A-Za-z]{2,}")
+# Prose is mostly words; a commented-out command or a path is mostly punctuation and quotes.
+_PROSE_SHARE = 0.6
 
 
 @dataclass(frozen=True)
@@ -182,3 +185,12 @@ def trim_blank_lines(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     while end > start and not lines[end - 1][1].strip():
         end -= 1
     return lines[start:end]
+
+
+def reads_as_prose(text: str, min_words: int) -> bool:
+    """Whether ``text`` reads as prose: at least ``min_words`` words (runs of two or more
+    ASCII letters) making up at least ``_PROSE_SHARE`` of its characters other than spaces."""
+    words = _WORD.findall(text)
+    visible = len(text) - text.count(" ")
+    return len(words) >= min_words and sum(map(len, words)) >= _PROSE_SHARE * visible
+

@@ -18,7 +18,14 @@ above it, and group keys under banners. Chunks:
       keys instead, each with the comments above it, a commented-out key (``#key: value``,
       as reference configs ship their defaults) counting as a key with its commented-out
       nested lines; deeper structure stays inside its block;
-    - a file without any comment is left out (no chunks): its values alone document nothing;
+    - in YAML, a list item whose ``name:`` reads as prose (an Ansible task, play, block or
+      handler, a CI step: ``varaverk.documents.yaml_named_items``) is a chunk of its own
+      titled with that name, holding its comment block above it and its lines (module,
+      arguments, ``when:``, comments inside it); the items named inside it (a play's tasks)
+      are chunks of their own, their trail holding the names they are nested in. The
+      file's other lines are chunked by the rules above as if the items were absent;
+    - a file without any comment (or prose name) is left out: its values alone document
+      nothing;
     - any other comment paragraph is a chunk of its own (title ``""``), so nothing is lost.
 
 Comment leaders (``#``, ``;``, ``//``) are removed from prose lines in the chunk text; key lines
@@ -29,10 +36,12 @@ lives in git-ignored files that are never read.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 
 from varaverk.documents.annotations import annotation_lines, strip_trailing_annotation
 from varaverk.documents.chunks import Draft, framed_name
 from varaverk.documents.markdown_sections import yaml_key_paths as _yaml_key_paths
+from varaverk.documents.yaml_named_items import NamedItem, named_items
 
 _BANNER_CHARS = "─━═—–=-~*#_+"
 _RULER = re.compile(rf"^[{re.escape(_BANNER_CHARS)}]{{3,}}$")
@@ -62,10 +71,10 @@ def template_drafts(path: str, text: str) -> list[Draft]:
     # Machine annotations (``varaverk.documents.annotations``) are no comment: skipped as if
     # absent, so a key under nothing but ``# renovate: ...`` is documented by nothing.
     skip = annotation_lines(lines)
+    if _is_yaml(path):
+        return _yaml_file_drafts(lines, skip)
     if not any(_comment_body(line) is not None for n, line in enumerate(lines) if n not in skip):
         return []  # no comment, no documentation: values alone are left out
-    if _is_yaml(path):
-        return _yaml_drafts(lines, skip)
     return _env_drafts(lines, skip)
 
 
@@ -191,6 +200,92 @@ def _env_drafts(lines: list[str], skip: set[int]) -> list[Draft]:
         i += 1
     flush()
     return drafts
+
+
+def _yaml_file_drafts(lines: list[str], skip: set[int]) -> list[Draft]:
+    """A YAML file's drafts: each list item named in prose (``yaml_named_items``) titled
+    with its name, and when the file holds any comment, its other lines by the key rules of
+    ``_yaml_drafts`` as if the items were absent (cut where an item lies between). A file
+    of neither comments nor prose names gives nothing: values alone document nothing."""
+    items = named_items(lines, skip, lambda n: _yaml_banner(lines, n) is not None)
+    drafts: list[Draft] = []
+    if any(_comment_body(line) is not None for n, line in enumerate(lines) if n not in skip):
+        inside = {n for item in items for n in range(item.first, item.end + 1)}
+        drafts = _yaml_drafts(lines, skip | inside)
+        drafts = _around_items(lines, drafts, items) if items else drafts
+    starts = [n for n in range(len(lines)) if n not in skip and _yaml_banner(lines, n)] \
+        if items else []
+    names = [_yaml_banner(lines, n) for n in starts]
+    for item in items:
+        before = bisect_left(starts, item.first)  # banners above the item
+        drafts += _item_drafts(lines, skip, item, names[before - 1] if before else "", [])
+    drafts.sort(key=lambda d: d.lines[0][0])
+    return drafts
+
+
+def _yaml_banner(lines: list[str], i: int) -> str | None:
+    """The group a one-line banner at column 0 on line ``i`` (0-based) opens, as
+    ``_yaml_drafts`` reads it, else None."""
+    if not lines[i].startswith(("#", ";", "/", "[")):
+        return None
+    banner = _banner_name(lines, i)
+    return banner[0] if banner and banner[1] == 1 else None
+
+
+def _around_items(lines: list[str], drafts: list[Draft], items: list[NamedItem]) -> list[Draft]:
+    """``drafts`` of the lines outside ``items``, each cut where an item lies between two of
+    its lines, so that every chunk's line range holds only its own lines. A piece without
+    any comment line is left out: values alone document nothing (a play's ``hosts:`` and
+    ``become:``; in a file without named items such a piece was joined to a documented key
+    and stays as it was). A cut YAML block's pieces after an item are a block of their own
+    (retrieval merges a block's keys)."""
+    after = [0] * (len(lines) + 2)  # after[n]: 1 + last line of the last item ending before n
+    for item in items:
+        after[item.end + 2] = item.end + 2
+    for n in range(1, len(lines) + 2):
+        after[n] = max(after[n], after[n - 1])
+    out = []
+    for draft in drafts:
+        pieces = [[draft.lines[0]]]
+        for line in draft.lines[1:]:
+            if after[line[0]] != after[pieces[-1][-1][0]]:
+                pieces.append([])
+            pieces[-1].append(line)
+        for piece in pieces:
+            if all(_comment_body(lines[n - 1]) is None for n, _ in piece):
+                continue
+            meta = dict(draft.meta)
+            if "block" in meta:
+                meta["block"] = max(meta["block"], after[piece[0][0]])
+            out.append(Draft(draft.section, draft.title, draft.trail, piece, None, meta,
+                             draft.part_labels))
+    return out
+
+
+def _item_drafts(lines: list[str], skip: set[int], item: NamedItem, group: str,
+                 outer: list[str]) -> list[Draft]:
+    """A named item's drafts, titled with its name: its lines up to its first child (its
+    comment block above it as prose, the rest verbatim), each child's drafts in turn, and
+    any of its lines between or after its children. The context trail holds the names of
+    the items it is nested in."""
+    trail = [group, *outer, item.name]
+    drafts = []
+    start = item.first
+    for part_end, child in [(c.first, c) for c in item.children] + [(item.end + 1, None)]:
+        body = [(n + 1, _item_line(lines[n], n < item.dash)) for n in range(start, part_end)
+                if n not in skip]
+        if start == item.first or any(t.strip() for _, t in body):
+            drafts.append(Draft(group, item.name, trail, body))
+        if child:
+            drafts += _item_drafts(lines, skip, child, group, [*outer, item.name])
+            start = child.end + 1
+    return drafts
+
+
+def _item_line(line: str, above: bool) -> str:
+    """A line of a named item as its chunk holds it: a comment above the dash as prose."""
+    body = _comment_body(line) if above and line.lstrip().startswith("#") else None
+    return (line if body is None else body).rstrip()
 
 
 def _yaml_drafts(lines: list[str], skip: set[int]) -> list[Draft]:

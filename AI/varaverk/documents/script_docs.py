@@ -15,6 +15,12 @@ chunk):
   lines under it (commented-out example lines included) and the variable assignments that a
   comment line directly introduces (``# choose a time ...`` / ``TIME='12 months ago'``: a
   documented setting, as in a configuration template). Other code lines are left out.
+- **Comment paragraphs** (shell or Perl scripts without the six sections or banners): the
+  runs of comment lines in the body whose first line reads as prose (``# Looping through all
+  of the deployed resources during 5 minutes with 10 seconds intervals``), each with the
+  assignment it directly introduces, together in one draft titled ``comments``. A run that
+  starts like code (``# TIME='2016-08-31'``) or with a word or two (``# for postgres:``) is
+  left out: it names a step for the eye and documents nothing.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ import ast
 import re
 
 from varaverk.documents.annotations import is_annotation
-from varaverk.documents.chunks import Draft, framed_name
+from varaverk.documents.chunks import Draft, framed_name, reads_as_prose, trim_blank_lines
 
 USAGE_TITLE = "usage"
+COMMENTS_TITLE = "comments"
 _USAGE_FUNC = re.compile(r"^\s*(?:function\s+)?(?:show_|print_|_)?(?:usage|help)\s*"
                          r"(?:\(\s*\))?\s*\{?\s*$")
 _HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_]\w*)\2")
@@ -224,6 +231,40 @@ def _take_line(lines: list[str], i: int, body: Numbered) -> int:
     if not lines[i].strip() and body and body[-1][1]:
         body.append((i + 1, ""))
     return i + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Comment paragraphs
+# ---------------------------------------------------------------------------------------------
+
+# A comment line reads as prose from three words on: a step named in a word or two ("# for
+# postgres:") names it for the eye and documents nothing.
+_PROSE_WORDS = 3
+
+
+def comment_drafts(lines: list[str], start: int) -> list[Draft]:
+    """The comment paragraphs after line ``start`` (0-based) whose first line reads as prose,
+    in order, as one draft titled ``COMMENTS_TITLE`` ([] when there is none): the script's
+    own account of its steps, kept together as its header comment is."""
+    body: Numbered = []
+    i = start
+    while i < len(lines):
+        if _comment_text(lines[i]) is None:
+            i += 1
+            continue
+        paragraph: Numbered = []
+        while i < len(lines) and (comment := _comment_text(lines[i])) is not None:
+            paragraph.append((i + 1, comment.rstrip()))
+            i += 1
+        paragraph = trim_blank_lines(paragraph)
+        if not paragraph or not reads_as_prose(paragraph[0][1], _PROSE_WORDS):
+            continue
+        if i < len(lines) and _ASSIGN.match(lines[i]) and not lines[i][:1].isspace():
+            i = _take_line(lines, i, paragraph)
+        if body:
+            body.append((paragraph[0][0] - 1, ""))
+        body += trim_blank_lines(paragraph)
+    return [Draft("", COMMENTS_TITLE, [COMMENTS_TITLE], body)] if body else []
 
 
 def _add_section(drafts: list[Draft], title: str, body: Numbered) -> None:

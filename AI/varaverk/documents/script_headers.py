@@ -32,7 +32,8 @@ Chunks (as ``Draft`` records for ``varaverk.documents.chunking``):
     - any script's usage/help text is a chunk titled ``usage``, and a script without the six
       sections that comments in banners gives one chunk per banner section
       (``varaverk.documents.script_docs``: comments and documented assignments only, never
-      other code).
+      other code); a ``#`` script (not Python or PHP) without banners gives its comment
+      paragraphs that read as prose as one draft titled ``comments``.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 
 from varaverk.documents.annotations import is_annotation
 from varaverk.documents.chunks import Draft
-from varaverk.documents.script_docs import banner_drafts, usage_drafts
+from varaverk.documents.script_docs import banner_drafts, comment_drafts, usage_drafts
 
 SECTIONS = ("PURPOSE", "OPERATIONAL MODEL", "DESIGN PRINCIPLES", "OPERATIONAL SAFEGUARDS",
             "CONFIGURATION", "RUNTIME MODES")
@@ -98,7 +99,12 @@ def header_drafts(path: str, text: str) -> list[Draft]:
     if any(not line.blank for line in block):
         drafts.append(Draft("", COMMENT_TITLE, [COMMENT_TITLE], _dedent(block)))
     after = block[-1].number if block else 0
-    return drafts + usage + banner_drafts(lines, after)
+    banners = banner_drafts(lines, after)
+    # A shell (or Perl) script explains its steps only in comments; a Python module has its
+    # docstring and argparse help for readers, and its body comments annotate code.
+    if not banners and _language(path, lines[0]) == "hash":
+        return drafts + usage + comment_drafts(lines, after)
+    return drafts + usage + banners
 
 
 def find_header(path: str, text: str) -> list[HeaderLine]:

@@ -9,8 +9,9 @@ A secret is a value, found where homelab repositories hold them:
 
 * values under secret-named keys (``values.key_role``: PASSWORD, TOKEN, SECRET, PSK, PIN,
   API_KEY...) in env, compose, YAML (block and folded scalars too), INI, TOML and JSON, org
-  property drawers and front matter; a weak name (bare ``key``, ``auth``, ``cookie``) only
-  with a value that looks like a password;
+  property drawers and front matter, and the items of their lists (``- item``, a JSON
+  array, ``[a, b]``); a weak name (bare ``key``, ``auth``, ``cookie``) only with a value
+  that looks like a password;
 * ``directive value`` config lines under secret-named directives (redis.conf ``requirepass``,
   keepalived ``auth_pass``, msmtp ``password``), Redis ACL ``>password`` rules;
 * credentials in URLs (an empty user, ``@`` in the password), htpasswd and crypt hashes, PEM
@@ -33,7 +34,8 @@ The modules, each importing only those above it:
   imported on first use), entropy, ``mask_url_credentials``;
 * ``values``: which keys name a secret (``key_role``) and which values are none (references,
   placeholders, durations, names) or made up for documentation (``example_looking``);
-* ``layout``: where a line of a document stands (code block, front matter, drawer, prose);
+* ``layout``: where a line of a document stands (code block, front matter, drawer, prose,
+  an item of a secret-named key's list);
 * ``blocks``: secrets over several lines (PEM private keys, YAML block scalars);
 * ``documents``: one line at a time, and ``mask_secrets``;
 * ``scrubbing``: ``scrub``, the redaction of logs and prompts (the documents' rules first,

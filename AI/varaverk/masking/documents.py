@@ -2,7 +2,8 @@
 
 Multi-line blocks first (``blocks``), then each line that any rule could match: shapes found
 anywhere (``shapes``), values of ``key: value`` / ``key=value`` pairs under secret-named keys
-(``values``), then long high-entropy strings. Line N of the result is line N of the document.
+(``values``) and the items of their lists, then long high-entropy strings. Line N of the
+result is line N of the document.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from itertools import chain
 from typing import NamedTuple
 
 from varaverk.masking.blocks import BLOCK_SCALAR, mask_blocks
-from varaverk.masking.layout import DRAWER_LINE, Layout, inline_code
+from varaverk.masking.layout import DRAWER_LINE, Layout, ListOwner, inline_code, may_hold_lists
 from varaverk.masking.shapes import (BEARER, CLI_PASSWORD, CRYPT_HASH, DOC_URL_CREDS, MASK,
                                      REDIS_PASSWORD, cli_value, looks_random, token_shapes)
 from varaverk.masking.values import (EXAMPLE, FILLER, SECRETISH, URL, base64_text,
                                      directive_role, documented_as_name,
-                                     example_looking, key_words,
-                                     key_role, secret_value, stands_in)
+                                     example_looking, key_words, key_role,
+                                     names_a_listed_secret, secret_value, stands_in)
 
 
 class MaskedText(NamedTuple):
@@ -260,21 +261,79 @@ def _pairs(ln: _Line):
 
 
 def _mask_pairs(ln: _Line) -> None:
-    """Values under secret-named keys."""
+    """Values under secret-named keys; the items of a flow list as its key's values."""
     for key, start, end, quoted, whole_line in _pairs(ln):
-        role = key_role(key)
-        if not role or not ln.free(start, end):
+        if not quoted and ln.text.startswith("[", start):
+            for item_start, item_end, item_quoted in _flow_list(ln.text, start):
+                _judge(ln, key, item_start, item_end, item_quoted, ln.number)
             continue
         value = ln.text[start:end]
-        prose = ln.layout.mode[ln.number] == "prose" and not ln.in_code(start)
         if BLOCK_SCALAR.fullmatch(value.strip()) or not quoted and len(value) >= _MAX_VALUE:
             continue  # on the next lines (``mask_blocks``); text, not a password
-        if secret_value(value, role, key_words(key), quoted, prose, whole_line, key) \
-                and not documented_as_name(value, ln.layout.comment_above(ln.number)):
-            ln.take(start, end, key, value)
-            meta = ln.layout.mode[ln.number] == "meta" and not DRAWER_LINE.match(ln.text)
-            if meta and not quoted:
-                ln.quoted.add(start)  # front matter is YAML: a bare [masked] is a list
+        _judge(ln, key, start, end, quoted, ln.number, whole_line)
+
+
+def _mask_items(ln: _Line, owner: ListOwner) -> None:
+    """The items of a list under a secret-named key (``- item``, a JSON array's strings),
+    each judged as that key's value."""
+    items = _flow_items(ln.text, ln.lead, len(ln.text)) if owner.flow else [_entry(ln)]
+    for start, end, quoted in items:
+        if not names_a_listed_secret(ln.text[start:end], owner.key):
+            _judge(ln, owner.key, start, end, quoted, owner.line)
+
+
+def _judge(ln: _Line, key: str, start: int, end: int, quoted: bool, key_line: int,
+           whole_line: bool = False) -> None:
+    """Mask ``text[start:end]``, the value of ``key`` (written on line ``key_line``), when
+    the key names a secret and the value is one."""
+    role = key_role(key)
+    if not role or not ln.free(start, end):
+        return
+    value = ln.text[start:end]
+    prose = ln.layout.mode[ln.number] == "prose" and not ln.in_code(start)
+    if secret_value(value, role, key_words(key), quoted, prose, whole_line, key) \
+            and not documented_as_name(value, ln.layout.comment_above(key_line)):
+        ln.take(start, end, key, value)
+        meta = ln.layout.mode[ln.number] == "meta" and not DRAWER_LINE.match(ln.text)
+        if meta and not quoted:
+            ln.quoted.add(start)  # front matter is YAML: a bare [masked] is a list
+
+
+# A flat flow list ``[a, "b"]`` (nested collections are judged by their own keys; a quoted
+# item may hold any character, "${TOKEN}"), and one item of it: a quoted string or a bare
+# word run to the next comma.
+_FLOW_LIST = re.compile(r"""\[((?:"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[^\[\]{}"'\n])*)\]""")
+_FLOW_ITEM = re.compile(r"""[ \t]*(?:"((?:[^"\\\n]|\\.)*)"|'([^'\n]*)'|([^,]*?))[ \t]*(?:,|$)""")
+_ENTRY_VALUE = re.compile(r"""-[ \t]+(?:"((?:[^"\\\n]|\\.)*)"|'([^'\n]*)'|(.*?))"""
+                          r"[ \t]*(?:[ \t]#.*)?\r?$")
+
+
+def _flow_list(text: str, start: int) -> list[tuple[int, int, bool]]:
+    """The items of the flat flow list at ``text[start]`` ("["), as ``_flow_items``; none
+    when it nests or does not close on the line."""
+    m = _FLOW_LIST.match(text, start)
+    return _flow_items(text, m.start(1), m.end(1)) if m else []
+
+
+def _flow_items(text: str, start: int, end: int) -> list[tuple[int, int, bool]]:
+    """``(start, end, quoted)`` of each non-empty item of the comma-separated scalars in
+    ``text[start:end]`` (quotes excluded from the span)."""
+    out, pos = [], start
+    while pos < end and (m := _FLOW_ITEM.match(text, pos, end)) and m.end() > pos:
+        group = next(g for g in (1, 2, 3) if m.group(g) is not None)
+        if m.end(group) > m.start(group):
+            out.append((m.start(group), m.end(group), group != 3))
+        pos = m.end()
+    return out
+
+
+def _entry(ln: _Line) -> tuple[int, int, bool]:
+    """``(start, end, quoted)`` of a ``- item`` line's scalar, before a comment."""
+    m = _ENTRY_VALUE.match(ln.text, ln.text.index("-"))
+    if m is None:
+        return 0, 0, False
+    group = next(g for g in (1, 2, 3) if m.group(g) is not None)
+    return m.start(group), m.end(group), group != 3
 
 
 # A config line "directive value" with no ":" or "=" (redis.conf ``requirepass X``, keepalived
@@ -382,19 +441,23 @@ def _masked_lines(text: str, depth: int = 0, kind: str = "", mask: str = MASK) -
     layout = Layout(lines, kind)
     out, hits, examples = list(lines), [], []
     handled = mask_blocks(lines, layout, out, hits, examples, mask)
+    listed = may_hold_lists(text)
     for number, line in enumerate(lines):
         if number in handled or not line.strip():
             continue
         long_run = _LONG_RUN.search(line) is not None
         keyed = ("=" in line or ":" in line) and SECRETISH.search(line.lower()) is not None
         directive = _directive(line)
+        owner = layout.list_owner(number) if listed else None
         if not (long_run or keyed or "$" in line or "{" in line or "://" in line
-                or _cli_hint(line) or directive):
+                or _cli_hint(line) or directive or owner):
             continue  # most lines of prose: nothing any rule could match
         ln = _Line(line, number, layout, mask)
         _mask_shapes(ln, long_run)
         if keyed:
             _mask_pairs(ln)
+        if owner:
+            _mask_items(ln, owner)
         if directive:
             _mask_directive(ln, directive)
         if long_run:

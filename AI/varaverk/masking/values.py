@@ -21,7 +21,8 @@ _KEY_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _SECRET_WORDS = frozenset(
     "password passwd passwort pwd pw pass passphrase passcode psk secret secrets token tokens "
     "apikey authkey authtoken pin otp totp hotp dsn salt privatekey secretkey".split())
-_SECRET_ENDINGS = ("password", "passwd", "secret", "token", "apikey", "passphrase")
+_SECRET_ENDINGS = ("password", "passwd", "secret", "token", "apikey", "passphrase",
+                   "passwords", "secrets", "tokens", "apikeys", "passphrases")
 # Words that name a secret only when the value looks like a password: "key: vpn-password" is a
 # key's name, "key: supers1cret0" a password; "credentials: 'include'" is a fetch option.
 _WEAK_WORDS = frozenset(
@@ -42,7 +43,8 @@ version prefix suffix regex pattern strength complexity required rotation rotate
 configuration settings options option flag flags description label title help text message
 placeholder example hash env var variable variables mount volume source sources rows retain
 retention check checks checker checkers dict list charset alphabet generator audience issuer
-realm claim claims grant encoding""".split())
+realm claim claims grant encoding fingerprint fingerprints checksum checksums digest digests
+""".split())
 # nginx hands a request on: ``proxy_pass``, ``fastcgi_pass php:9000;`` (no password).
 _UPSTREAM_PASSES = frozenset("proxy fastcgi uwsgi scgi grpc memcached".split())
 # ``<word>_key`` naming something other than a secret key (sort_key, host_key, passwordKey).
@@ -71,7 +73,8 @@ def key_role(key: str) -> str:
     ``auth``, ``cookie``: only a password-looking value is one), ``""`` otherwise (a key
     about a secret: its file, name, lifetime; ``existingSecret``)."""
     words = key_words(key)
-    if not words or words[-1] in _ABOUT_WORDS or words[0] == "existing" \
+    # "public" says what the value is, wherever it stands (NEXT_PUBLIC_API_KEY, public_token).
+    if not words or words[-1] in _ABOUT_WORDS or words[0] == "existing" or "public" in words \
             or words[-1] == "pass" and len(words) > 1 and words[-2] in _UPSTREAM_PASSES:
         return ""
     secret = [w in _SECRET_WORDS or w.endswith(_SECRET_ENDINGS) for w in words]
@@ -124,6 +127,9 @@ _DURATION = re.compile(
     r"(\d+(\.\d+)?\s*(ns|us|µs|ms|s|m|h|d|w|y|mo|secs?|seconds?|mins?|minutes?|hours?|days?|"
     r"weeks?|months?|years?))+|P(\d+[YMWD])*(T(\d+(\.\d+)?[HMS])+)?", re.I)
 _IP_ADDRESS = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?(?:/\d+)?|\[?[0-9a-f:]*::[0-9a-f:]*\]?")
+# GnuPG's key ids and fingerprints, upper-case hex as it prints them (a generated secret is
+# lower case): 0x3AA5C34371567BD2, a 40-digit fingerprint, in groups of four too.
+_GPG_ID = re.compile(r"0x(?:[0-9A-F]{8}){1,2}|[0-9A-F]{40}|[0-9A-F]{4}(?: {1,2}[0-9A-F]{4}){9}")
 _PATH = re.compile(r"(/|~/|\.\.?/|[A-Za-z]:\\)\S*")
 URL = re.compile(r"[a-z][a-z0-9+.-]*://\S*", re.I)
 # Where a secret is kept, by name: a Kubernetes Secret, a key in it, a variable
@@ -183,7 +189,7 @@ def _no_value(v: str) -> bool:
     return bool(len(v) < 4 or v.startswith(("[masked", "[redacted")) or _REFERENCE.search(v)
                 or _stand_in(v) or _CHOICE.fullmatch(v) or _DURATION.fullmatch(v)
                 or _PATH.fullmatch(v) or _IP_ADDRESS.fullmatch(v)
-                or _LABEL.fullmatch(v)
+                or _LABEL.fullmatch(v) or _GPG_ID.fullmatch(v)
                 or _DOTTED_NAME.fullmatch(v) or URL.fullmatch(v) or _SECRET_NAME.fullmatch(v)
                 and any(w in _NAME_WORDS for w in re.split(r"[-_./]", v)))
 
@@ -249,6 +255,19 @@ def _names_a_secret(v: str, key: str) -> bool:
     value is the secret itself (``SESSION_SECRET=discolor-subtitle-seducing-result``)."""
     return bool(_OBJECT_NAME_WORDS.fullmatch(v)) and v.count("-") <= 2 \
         and key_words(key)[-1] in ("secret", "secrets") and not key.isupper()
+
+
+# A Secret's name as a list item: lower-case words (pgpass, db_password, my-registry) or
+# camelCase (myRegistryKeySecretName).
+_LISTED_NAME = re.compile(r"[a-z]+(?:[A-Z][a-z]+)*(?:[-_.][a-z0-9]+)*")
+
+
+def names_a_listed_secret(value: str, key: str) -> bool:
+    """Whether ``value``, an item of a list under ``key``, names a Secret: a key ending in
+    "secrets" (compose's ``secrets:``, Helm's ``imagePullSecrets:``) lists the Secrets a
+    service reads, and an item written as a name is one."""
+    words = key_words(key)
+    return bool(words) and words[-1] == "secrets" and bool(_LISTED_NAME.fullmatch(value.strip()))
 
 
 def secret_value(value: str, role: str, words: list[str], quoted: bool, prose: bool,
