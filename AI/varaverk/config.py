@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Mapping, NamedTuple
 
-from varaverk import exitcodes
+from varaverk import config_inputs, exitcodes
 from varaverk.errors import VaraverkError
 from varaverk.index.store.location import index_file
 
@@ -38,22 +38,12 @@ class ConfigError(VaraverkError, ValueError):
 
 
 def tool_root() -> Path:
-    """The repository the tool runs from: the nearest folder above this package holding
-    ``.git`` (a folder, or a file in a worktree or submodule checkout).
-
-    Falls back to the folder holding ``AI/`` when there is none (a plain copy). Found by walking
-    up rather than asking git, because every command pays for this on start-up.
-    """
-    here = Path(__file__).resolve().parents[2]
-    for folder in (here, *here.parents):
-        if (folder / ".git").exists():
-            return folder
-    return here
+    """The repository the tool runs from (``varaverk.config_inputs.tool_root``)."""
+    return Path(config_inputs.tool_root())
 
 
 def _xdg(var: str, fallback: str) -> Path:
-    base = os.environ.get(var) or str(Path.home() / fallback)
-    return Path(base) / "varaverk"
+    return Path(config_inputs.xdg_dir(var, fallback))
 
 
 def _bool(key: str, raw: str) -> bool:
@@ -377,7 +367,8 @@ def log_warning(message: str) -> None:
 
 def load_settings(config_path: str | os.PathLike | None = None,
                   environ: Mapping[str, str] | None = None,
-                  warn: Callable[[str], None] = log_warning) -> Settings:
+                  warn: Callable[[str], None] = log_warning,
+                  inputs: config_inputs.Inputs | None = None) -> Settings:
     """Read the conf file (if present) and the environment into ``Settings``.
 
     Args:
@@ -386,6 +377,8 @@ def load_settings(config_path: str | os.PathLike | None = None,
         environ: the environment to read (default ``os.environ``).
         warn: called with each warning's text (an unknown ``AI_*`` key, a ``$VAR`` kept
             literally); by default logged (``log_warning``).
+        inputs: when given (with ``environ`` None), every input the load reads is noted in it
+            with its value, and whether it warned (``varaverk.config_inputs.Inputs``).
 
     Relative paths in values resolve against the repository root. Raises ConfigError for a
     missing explicit conf, an unreadable file or a value of the wrong type, naming the key.
@@ -394,25 +387,16 @@ def load_settings(config_path: str | os.PathLike | None = None,
     explicit = config_path or env.get("AI_CONFIG")
     root = tool_root()
     path = Path(explicit) if explicit else default_config_path(root)
-    values: dict[str, str] = {}
-    if explicit and not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    if path.is_file():
-        # Imported only when there is a file to parse: start-up time of every command.
-        from dotenv import dotenv_values
-        try:
-            parsed = dotenv_values(path, interpolate=False)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc}") from None
-        from_file = {k: v for k, v in parsed.items() if k.startswith("AI_") and v is not None}
-        _warn_shell_variables(from_file, path, warn)
-        values.update(from_file)
+    if inputs is not None:
+        inputs.note_conf(str(path))
+        warn = inputs.watching(warn)
+    values = _conf_values(path, bool(explicit), warn)
     values.update({k: v for k, v in env.items() if k.startswith("AI_") and k != "AI_CONFIG"})
 
     fields = {name.upper(): name for name in Settings._fields}
     _warn_unknown_keys(values, fields, path, env, warn)
     repo_raw = values.get("AI_REPO_ROOT", "").strip()
-    repo_root = Path(os.path.expanduser(repo_raw)).resolve() if repo_raw else root
+    repo_root = _resolved(os.path.expanduser(repo_raw), inputs) if repo_raw else root
     kwargs: dict[str, object] = {"ai_repo_root": repo_root}
     for key, raw in values.items():
         name = fields.get(key)
@@ -443,6 +427,30 @@ def load_settings(config_path: str | os.PathLike | None = None,
     check_embed_model(settings.ai_embed_backend, settings.ai_embed_model)
     check_ranges(settings)
     return settings
+
+
+def _resolved(raw: str, inputs: config_inputs.Inputs | None) -> Path:
+    """``raw`` with every symbolic link resolved; noted in ``inputs`` (when given) as the very
+    value used, so that a link changed meanwhile cannot pass for the one read."""
+    return Path(inputs.note("realpath", raw)) if inputs is not None else Path(raw).resolve()
+
+
+def _conf_values(path: Path, explicit: bool, warn: Callable[[str], None]) -> dict[str, str]:
+    """The ``AI_*`` keys of the conf file at ``path`` ({} when there is none and it was not
+    named ``explicit``ly); ConfigError when a named one is missing or one cannot be read."""
+    if explicit and not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    if not path.is_file():
+        return {}
+    # Imported only when there is a file to parse: start-up time of every command.
+    from dotenv import dotenv_values
+    try:
+        parsed = dotenv_values(path, interpolate=False)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    from_file = {k: v for k, v in parsed.items() if k.startswith("AI_") and v is not None}
+    _warn_shell_variables(from_file, path, warn)
+    return from_file
 
 
 def check_choice(key: str, value: str, choices: tuple[str, ...]) -> None:

@@ -8,8 +8,6 @@ meanings: README.md's exit-code table must equal it (a test checks), and each co
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 OK = 0            # done; also "AI_ENABLED=false, nothing to do" and "documentation does not cover it"
 FAILURE = 1       # an unexpected error; the log has the traceback
 FINDINGS = 1      # ai-scan-shell found a destructive operation (grep's "found" code)
@@ -23,11 +21,17 @@ CONFIG = 78       # EX_CONFIG: the configuration is invalid (the message names t
 INTERRUPTED = 130  # 128 + SIGINT: stopped with Ctrl-C; nothing half-written was kept
 
 
-class ExitCode(NamedTuple):
-    """One row of the table: the number and what it means to a caller (Markdown allowed)."""
+class ExitCode:
+    """One row of the table: the number and what it means to a caller (Markdown allowed).
 
-    code: int
-    meaning: str
+    A plain class, not a named tuple: every command imports this module at start-up, and a
+    named tuple costs the no-op ``ai-index`` typing and a compile of its ``__new__``."""
+
+    __slots__ = ("code", "meaning")
+
+    def __init__(self, code: int, meaning: str):
+        self.code = code
+        self.meaning = meaning
 
 
 TABLE: tuple[ExitCode, ...] = (

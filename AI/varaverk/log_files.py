@@ -11,30 +11,27 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
-
-from varaverk.terminal import neutralise
 
 LOG_MAX_BYTES = 1 << 20
 LOG_BACKUPS = 5
 
 
-def rotate_at_start(log_file: Path, max_bytes: int = LOG_MAX_BYTES,
+def rotate_at_start(log_file: str | os.PathLike, max_bytes: int = LOG_MAX_BYTES,
                     backups: int = LOG_BACKUPS) -> None:
     """Shift ``log_file`` to ``.1`` (``.1`` to ``.2`` ... dropping ``.<backups>``) when it has
     grown past ``max_bytes``. A race between two starting processes costs at most one extra
     shift; a missing file is fine."""
+    log_file = os.fspath(log_file)
     try:
-        if log_file.stat().st_size <= max_bytes:
+        if os.stat(log_file).st_size <= max_bytes:
             return
     except FileNotFoundError:
         return
     for n in range(backups - 1, 0, -1):
-        older = log_file.with_name(f"{log_file.name}.{n}")
-        if older.exists():
-            os.replace(older, log_file.with_name(f"{log_file.name}.{n + 1}"))
+        if os.path.exists(f"{log_file}.{n}"):
+            os.replace(f"{log_file}.{n}", f"{log_file}.{n + 1}")
     try:
-        os.replace(log_file, log_file.with_name(f"{log_file.name}.1"))
+        os.replace(log_file, f"{log_file}.1")
     except FileNotFoundError:
         pass
 
@@ -53,7 +50,7 @@ def redact(message: str, secrets: list[str]) -> str:
 
 
 def append_line(log_dir: str | os.PathLike, program: str, level: str, message: str,
-                secrets: list[str] = ()) -> Path:
+                secrets: list[str] = ()) -> str:
     """Append one record to ``log_dir/<program>.log`` (rotated first, as ``setup_logging``
     does), logger ``varaverk.<program>``, ``level`` as logging names it (``INFO``); the
     values of ``secrets`` (4 characters or more) read ``<redacted>``, control characters
@@ -63,10 +60,12 @@ def append_line(log_dir: str | os.PathLike, program: str, level: str, message: s
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
     line = (f"{stamp},{int((now - int(now)) * 1000):03d} {program}[{os.getpid()}] {level} "
             f"varaverk.{program.replace('-', '_')}: {message}")
-    folder = Path(log_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    log_file = folder / f"{program}.log"
+    if not line.isprintable():  # the terminal module (re, typing) only for a line that needs it
+        from varaverk.terminal import neutralise
+        line = neutralise(line)
+    os.makedirs(log_dir, exist_ok=True)
+    log_file = os.path.join(log_dir, f"{program}.log")
     rotate_at_start(log_file)
     with open(log_file, "a", encoding="utf-8") as handle:  # O_APPEND: lines never interleave
-        handle.write(neutralise(line) + "\n")
+        handle.write(line + "\n")
     return log_file

@@ -15,9 +15,10 @@
 #   The run lists the repository with git ls-files -z -s, classifies every path by the
 #   AI_GLOBS_* settings and compares each document with its stored size and mtime. If nothing
 #   moved, HEAD is unchanged and the embedding settings are the same, it stops there without
-#   taking the lock, reading a file or loading the embedder, and records the repository's
-#   fingerprint beside the index; a later plain run whose fingerprint is still the same ends
-#   even sooner, with the same log line. Otherwise it takes the index
+#   taking the lock, reading a file or loading the embedder, and records every input of that
+#   verdict with its value (the settings' sources, HEAD, the stats of the git index file and
+#   of every tracked path); a later plain run that finds every value the same ends even
+#   sooner, without loading the settings, with the same log line. Otherwise it takes the index
 #   lock, reads the changed files, hashes them, re-chunks and re-embeds only those whose
 #   content really changed, drops the chunks of deleted and renamed files, and commits the
 #   whole run in one SQLite transaction. Files are read, chunked, embedded and written into
@@ -81,7 +82,8 @@
 #     each only from its own git ls-files; one index, each chunk naming its source.
 #   AI_DATA_DIR
 #     Folder of the index files, one per repository (indexes/<name>-<hash>.sqlite, keyed by
-#     the repository's resolved path), and their locks (default: ~/.local/share/varaverk).
+#     the repository's resolved path), their locks and the no-op runs' records
+#     (fingerprints/; default: ~/.local/share/varaverk).
 #   AI_LOG_DIR
 #     Folder of ai-index.log, rotated at 1 MiB (default: ~/.local/state/varaverk/log).
 #   AI_EMBED_BACKEND
@@ -133,16 +135,15 @@ from __future__ import annotations
 import sys
 import time
 
-# The indexer, the embedders, json, and even argparse and logging (varaverk.cli) are imported
-# by the step that needs them: a refresh whose fingerprint shows nothing changed
-# (_up_to_date) loads none of them, so that it stays near the cost of git ls-files
-# (tests/benchmarks/bench_refresh.py; README, "Start-up path").
+# The indexer, the embedders, json, argparse, logging (varaverk.cli) and even the settings
+# (varaverk.config: typing, pathlib, python-dotenv) are imported by the step that needs them: a
+# refresh whose recorded inputs are all unchanged (_up_to_date) loads none of them, so that it
+# stays near the cost of git ls-files (tests/benchmarks/bench_refresh.py; README, "Start-up
+# path").
 from varaverk import exitcodes
-from varaverk.config import SECRET_KEYS, load_settings
-from varaverk.index.fingerprint import unchanged_summary
+from varaverk.index import fingerprint
 from varaverk.index.report import timed_summary
 from varaverk.log_files import append_line
-from varaverk.terminal import human_output, neutralise
 
 EPILOG = """\
 modes:
@@ -199,23 +200,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _up_to_date(args: list[str]) -> int | None:
-    """A plain refresh (``[-q] [--config PATH]``) whose repository still has the fingerprint
-    recorded when the last full run found nothing to do (``varaverk.index.fingerprint``):
-    the same log line as that run, exit code OK. None: the full path decides and reports
-    (another command line, a warning about the settings, an error of any kind)."""
+    """A plain refresh (``[-q] [--config PATH]``) whose every input is as recorded when the last
+    full run found nothing to do (``varaverk.index.fingerprint``): the same log line as that
+    run, exit code OK. None: the full path decides and reports (another command line, a
+    changed input, an error of any kind)."""
     plain = _plain_refresh(args)
     if plain is None:
         return None
     quiet, config = plain
-    started, warnings = time.monotonic(), []
+    started = time.monotonic()
     try:
-        settings = load_settings(config, warn=warnings.append)
-        head = None if warnings or not settings.ai_enabled else unchanged_summary(settings)
-        if head is None:
+        found = fingerprint.unchanged_summary(config)
+        if found is None:
             return None
+        head, log_dir = found
         message = timed_summary(head, time.monotonic() - started)
-        append_line(settings.ai_log_dir, "ai-index", "INFO", message,
-                    [getattr(settings, key.lower()) for key in SECRET_KEYS])
+        append_line(log_dir, "ai-index", "INFO", message)  # recorded only when nothing to hide
     except KeyboardInterrupt:
         from varaverk import logs
         logs.report_error("ai-index", "interrupted (Ctrl-C)")
@@ -223,7 +223,7 @@ def _up_to_date(args: list[str]) -> int | None:
     except Exception:  # noqa: BLE001 - the full path meets it again and reports it
         return None
     if not quiet:
-        print(f"ai-index: {neutralise(message)}", file=sys.stderr)
+        print(f"ai-index: {message}", file=sys.stderr)  # printable, checked when recorded
     return exitcodes.OK
 
 
@@ -245,10 +245,14 @@ def _plain_refresh(args: list[str]) -> tuple[bool, str | None] | None:
 
 
 def _main(argv: list[str] | None) -> int:
+    from varaverk.config import load_settings
+    from varaverk.config_inputs import Inputs
     from varaverk.logs import setup_logging
+    from varaverk.terminal import human_output
 
     args = build_parser().parse_args(argv)
-    settings = load_settings(args.config)
+    inputs = Inputs(args.config)  # what the settings come from: the next no-op checks them
+    settings = load_settings(args.config, inputs=inputs)
     if args.dry_run or args.status:
         setup_logging(settings, "ai-index", args.verbose, args.quiet, to_file=False)
         with human_output(enabled=not args.json):  # tracked names may hold ESC
@@ -260,7 +264,7 @@ def _main(argv: list[str] | None) -> int:
         return exitcodes.OK
     if args.summaries:
         return _summaries(settings, args, log)
-    return _refresh(settings, args, log)
+    return _refresh(settings, args, log, inputs)
 
 
 def _summaries(settings, args, log) -> int:
@@ -297,12 +301,14 @@ def _progress_printer(log):
     return progress
 
 
-def _refresh(settings, args, log) -> int:
+def _refresh(settings, args, log, inputs) -> int:
+    """The refresh (``varaverk.index.refresh``); ``inputs``: what ``settings`` were loaded
+    from (``config_inputs.Inputs``), recorded when it finds nothing to do."""
     from varaverk.index.refresh import refresh
 
     try:
         report = refresh(settings, None, force=args.force,
-                         progress=False if args.quiet else None)
+                         progress=False if args.quiet else None, inputs=inputs)
     except KeyboardInterrupt:
         log.error("interrupted: nothing was written, the previous index is unchanged")
         return exitcodes.INTERRUPTED

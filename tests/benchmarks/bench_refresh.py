@@ -112,10 +112,14 @@ def main() -> int:
                                text=True, check=True).stdout.strip()
         print(f"heavy modules imported by a no-op run: {heavy}")
 
+        conf = tmp / "master.conf"
+        conf.write_text("AI_TOP_K=5\nAI_GEN_MODEL=qwen2.5:3b\n")
         cmds = {
             "floor (python -c + git ls-files -z + lstat)": ([py, "-c", FLOOR], env),
             "python Tools/varaverk_tools/ai_index.py (no-op)": ([py, str(ROOT / "Tools" / "varaverk_tools" / "ai_index.py"), "-q"], env),
             "ai-index console script (no-op)": ([str(Path(py).parent / "ai-index"), "-q"], env),
+            "ai-index --config (two keys, no-op)": (
+                [str(Path(py).parent / "ai-index"), "-q", "--config", str(conf)], env),
         }
         if env_c is not None:
             cmds["no-op of the --compare tree"] = (

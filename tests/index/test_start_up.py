@@ -42,20 +42,49 @@ def test_a_no_op_refresh_loads_only_what_a_no_op_needs(tmp_path, model_server):
 
 def test_a_no_op_refresh_with_its_fingerprint_loads_neither_logging_nor_argparse(tmp_path,
                                                                               model_server):
-    """Once a full run found nothing to do (and recorded the repository's fingerprint), the
-    next no-op loads neither the refresh machinery nor logging, argparse or ast: its work is
-    one SQLite read, git ls-files and a stat per path (varaverk.index.fingerprint)."""
+    """Once a full run found nothing to do (and recorded its inputs), the next no-op loads
+    neither the settings nor the refresh machinery, logging, argparse, ast, typing, pathlib,
+    hashlib, SQLite or python-dotenv (those a bare interpreter already holds aside: an editable
+    install's finder imports pathlib): its work is one git rev-parse and a stat per path
+    (varaverk.index.fingerprint)."""
     settings = make_settings(make_repo(tmp_path / "r", DOCS), tmp_path, model_server)
     assert refresh(settings, progress=False).wrote
-    # A full no-op run of the command records the fingerprint (its settings, as loaded).
+    # A full no-op run of the command records its inputs.
     assert run_index(settings, "-q").returncode == 0
-    unwanted = ("logging", "argparse", "ast", "json", "varaverk.cli", "varaverk.logs",
-                "varaverk.index.refresh", "varaverk.index.store.index",
-                "varaverk.index.classify")
+    unwanted = ("logging", "argparse", "ast", "json", "typing", "pathlib", "hashlib", "sqlite3",
+                "dotenv", "urllib.parse", "varaverk.config", "varaverk.cli", "varaverk.logs",
+                "varaverk.terminal", "varaverk.index.refresh", "varaverk.index.store.index",
+                "varaverk.index.classify", "varaverk.documents.tracked_files")
+    bare = _loaded(settings, "rc = 0", unwanted).split(" ", 1)[1]
     code = "from varaverk_tools.ai_index import main\nrc = main([])"
-    assert _loaded(settings, code, unwanted) == "0 []"
+    assert _loaded(settings, code, unwanted) == f"0 {bare}"
     log = (settings.ai_log_dir / "ai-index.log").read_text().splitlines()
     assert "index up to date: 2 tracked files" in log[-1]
+
+
+def test_a_no_op_refresh_with_its_fingerprint_runs_git_once(tmp_path, model_server):
+    """The shortcut's one git process: ``git rev-parse`` (HEAD and the git index file, whose
+    stat stands for the listing), counted by a ``git`` on PATH that logs and runs the real one."""
+    settings = make_settings(make_repo(tmp_path / "r", DOCS), tmp_path, model_server)
+    assert refresh(settings, progress=False).wrote
+    assert run_index(settings, "-q").returncode == 0  # records
+    calls = tmp_path / "git-calls"
+    env = cli_env(settings, PATH=f"{_git_shim(tmp_path, calls)}{os.pathsep}{os.environ['PATH']}")
+    code = "from varaverk_tools.ai_index import main\nraise SystemExit(main(['-q']))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=settings.ai_repo_root)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    (call,) = calls.read_text().splitlines()
+    assert call.split()[2] == "rev-parse"
+
+
+def _git_shim(tmp_path, calls) -> str:
+    """A folder holding a ``git`` that appends its arguments to ``calls`` and runs the real one."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "git").write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {shutil.which("git")} "$@"\n')
+    (shim / "git").chmod(0o755)
+    return str(shim)
 
 
 def test_a_local_search_loads_no_http_client(tmp_path):
@@ -78,11 +107,8 @@ def test_a_refresh_with_work_lists_the_repository_once(tmp_path, model_server):
     assert refresh(settings, progress=False).wrote
     (repo / "README.md").write_text("# Lab\n\nThe homelab, changed.\n")
     git(repo, "commit", "-q", "-am", "change")
-    shim, calls = tmp_path / "bin", tmp_path / "git-calls"
-    shim.mkdir()
-    (shim / "git").write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {shutil.which("git")} "$@"\n')
-    (shim / "git").chmod(0o755)
-    env = cli_env(settings, PATH=f"{shim}{os.pathsep}{os.environ['PATH']}")
+    calls = tmp_path / "git-calls"
+    env = cli_env(settings, PATH=f"{_git_shim(tmp_path, calls)}{os.pathsep}{os.environ['PATH']}")
     code = "from varaverk_tools.ai_index import main\nraise SystemExit(main(['-q']))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          cwd=repo)

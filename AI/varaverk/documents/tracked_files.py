@@ -92,18 +92,21 @@ class Listing(NamedTuple):
         entries: tracked paths in git's order, one per path (conflict stages folded).
         head: the commit SHA of HEAD, or None when the repository has no commits yet.
             On a detached HEAD this is still the SHA, never the word ``HEAD``.
+        git_state: ``gitrepo.state_text`` of the listing's ``git rev-parse`` (HEAD, the git
+            index file and the prefix), taken with it (``varaverk.index.fingerprint``).
     """
 
     root: Path
     entries: tuple[TrackedPath, ...]
     head: str | None
+    git_state: str = ""
 
 
 def list_tracked(root: str | os.PathLike) -> Listing:
     """List the tracked paths of the repository at ``root`` with their modes, and its HEAD.
 
-    Runs ``git ls-files -z -s`` and ``git rev-parse --verify -q HEAD`` side by side (two
-    subprocesses, overlapping). An empty repository gives no entries and ``head=None``.
+    Runs ``git ls-files -z -s`` and ``git rev-parse`` (``gitrepo.STATE``: HEAD) side by side
+    (two subprocesses, overlapping). An empty repository gives no entries and ``head=None``.
 
     Raises:
         SourcesError: git is missing or ``root`` is not a git work tree.
@@ -111,7 +114,7 @@ def list_tracked(root: str | os.PathLike) -> Listing:
     root = Path(root)
     try:
         ls = gitrepo.spawn(root, "ls-files", "-z", "-s")
-        rev = gitrepo.spawn(root, "rev-parse", "--verify", "-q", "HEAD")
+        rev = gitrepo.spawn(root, *gitrepo.STATE)
     except OSError as exc:
         raise SourcesError(f"cannot run git: {exc}") from None
     out, err = ls.communicate()
@@ -130,8 +133,9 @@ def list_tracked(root: str | os.PathLike) -> Listing:
         seen.add(raw_path)
         mode = meta.split(b" ", 1)[0].decode("ascii", "replace")
         entries.append(TrackedPath(os.fsdecode(raw_path), mode))
-    head = head_out.decode("ascii", "replace").strip() if rev.returncode == 0 else None
-    return Listing(root=root, entries=tuple(entries), head=head or None)
+    state = gitrepo.state_text(rev.returncode, head_out)
+    head = state.rstrip("\n").rpartition("\n")[2] if rev.returncode == 0 else None
+    return Listing(root=root, entries=tuple(entries), head=head or None, git_state=state)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -36,7 +36,8 @@ class Listed(NamedTuple):
 
     ``root``/``head`` are the default source's (the repository), ``entries`` every source's
     tracked paths (for counts), ``heads`` each source's HEAD by name, ``specs`` the sources,
-    ``glob_verdicts`` the globs' verdicts to record (meta ``VERDICTS_META``, see ``_kind``).
+    ``glob_verdicts`` the globs' verdicts to record (meta ``VERDICTS_META``, see ``_kind``),
+    ``git_state`` the repository's ``tracked_files.Listing.git_state``.
     """
 
     root: Path
@@ -46,6 +47,7 @@ class Listed(NamedTuple):
     roots: dict[str, str]
     specs: list[SourceSpec]
     glob_verdicts: str
+    git_state: str = ""
 
 
 def head_key(name: str) -> str:
@@ -114,7 +116,7 @@ def list_all(settings, matcher: tracked_files.KindMatcher, states: dict | None =
         heads[spec.name], roots[spec.name] = listing.head or "", str(listing.root)
         entries.extend(_classify(listing, matcher, spec, states, (known, verdicts)))
     return Listed(repo.root, repo.head, all_tracked, heads, roots, specs,
-                  repr((fingerprint, dict(sorted(verdicts.items()))))), entries
+                  repr((fingerprint, dict(sorted(verdicts.items())))), repo.git_state), entries
 
 
 def _classify(listing: tracked_files.Listing, matcher: tracked_files.KindMatcher,

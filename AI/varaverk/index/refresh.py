@@ -48,8 +48,8 @@ EmbedderLike = Any  # varaverk.embedding.Embedder, or a zero-argument factory re
 
 
 def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
-            progress: Any = None, lock: Callable[[], ContextManager] | None = None
-            ) -> IndexReport:
+            progress: Any = None, lock: Callable[[], ContextManager] | None = None,
+            inputs=None) -> IndexReport:
     """Bring the index at ``settings.index_path`` in step with the repository.
 
     Args:
@@ -64,6 +64,9 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
         lock: a zero-argument callable returning the context manager that guards writing;
             None takes the index lock (``varaverk.locking.index_lock``). It is entered only when
             there is something to write.
+        inputs: what ``settings`` were loaded from (``varaverk.config_inputs.Inputs``), when a
+            command loaded them: a run that finds nothing to do records them for the next
+            one's shortcut (``varaverk.index.fingerprint``). None records nothing.
 
     Returns:
         An ``IndexReport``.
@@ -86,7 +89,7 @@ def refresh(settings, embedder: EmbedderLike = None, *, force: bool = False,
     if seen is not None and not needs_work(settings, seen.listing, seen.entries, seen.states,
                                            seen.meta, stamp):
         _report_up_to_date(report, seen, started)
-        _record_fingerprint(settings, seen, report, started_ns)
+        _record_fingerprint(settings, inputs, seen, report, started_ns)
         return report
     # The locked pass and what it needs (chunkers, embedder, numpy...) load only now.
     from varaverk.index.locked_pass import run_locked
@@ -131,12 +134,13 @@ def _report_up_to_date(report: IndexReport, seen: Seen, started: float) -> None:
     report.seconds = time.monotonic() - started
 
 
-def _record_fingerprint(settings, seen: Seen, report: IndexReport, started_ns: int) -> None:
+def _record_fingerprint(settings, inputs, seen: Seen, report: IndexReport,
+                        started_ns: int) -> None:
     """Let the next run of the repository alone find "nothing to do" from its fingerprint
     (``varaverk.index.fingerprint``), without this module."""
     generation = seen.meta.get("generation")
-    if generation and report.tracked and len(seen.listing.specs) == 1:
-        fingerprint.record(settings, seen.listing, generation, started_ns,
+    if inputs is not None and generation and report.tracked and len(seen.listing.specs) == 1:
+        fingerprint.record(settings, inputs, seen.listing, generation, started_ns,
                            report.summary_head())
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 
 class IndexReport:
@@ -58,7 +57,7 @@ class IndexReport:
         self.seconds: float = 0.0
         self.timings: dict[str, float] = {}
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """A JSON-ready dict of the report (its lists and dict copied)."""
         return {name: (type(value)(value) if isinstance(value, (list, dict)) else value)
                 for name, value in vars(self).items()}
