@@ -402,6 +402,8 @@ def load_settings(config_path: str | os.PathLike | None = None,
         name = fields.get(key)
         if name is None or key in ("AI_REPO_ROOT", "AI_CONFIG"):
             continue
+        if name in _FACTORIES and not raw.strip():
+            continue  # empty: the documented default (~/.local/share/varaverk...), not base
         kwargs[name] = _convert(_field_type(name), key, raw, repo_root)
     kwargs["ai_config"] = path.resolve()
     settings = Settings(**kwargs)

@@ -99,3 +99,17 @@ def test_entry_points_report_a_bad_conf_in_one_format(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("ai-index: configuration error: AI_TOP_K")
     good = load_settings_or_report("ai-index", write_conf(tmp_path, 'AI_TOP_K="4"\n'))
     assert good is not None and good.ai_top_k == 4
+
+
+def test_an_empty_folder_setting_means_its_documented_default(tmp_path):
+    """The shipped template says AI_DATA_DIR="" is ~/.local/share/varaverk and AI_LOG_DIR=""
+    ~/.local/state/varaverk/log; an empty value once put the index and the logs in the
+    repository root instead."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "none").mkdir()
+    conf = write_conf(tmp_path / "empty", 'AI_DATA_DIR=""\nAI_LOG_DIR=""\nAI_REPO_ROOT=""\n')
+    settings = load_settings(conf, environ={})
+    default = load_settings(write_conf(tmp_path / "none", ""), environ={})
+    assert settings.ai_data_dir == default.ai_data_dir != settings.ai_repo_root
+    assert settings.ai_log_dir == default.ai_log_dir
+    assert settings.ai_repo_root == default.ai_repo_root
