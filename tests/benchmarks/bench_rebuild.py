@@ -5,17 +5,26 @@ Raw: the offline embedder (already loaded) embeds exactly the chunk texts the re
 one ``embed`` call. Rebuild: ``refresh(force=True)`` with that same loaded embedder
 (listing, reading, chunking, embedding, one-transaction write). Embedding should dominate:
 target rebuild <= 1.05x raw. Runs alternate (raw, rebuild, raw, rebuild...) and the best of
-each is compared, so the shared machine's load hits both alike. Also prints the rebuild's
-phases and the wall time of the ``ai-index --force`` subprocess (adds Python start-up and the
-model load).
+each is compared, so the shared machine's load hits both alike; CPU is measured as for the
+incremental rounds below (``_timed``). Also prints the rebuild's phases and the wall time of
+the ``ai-index --force`` subprocess (adds Python start-up and the model load).
 
 Incremental: each round writes 12 one-chunk Markdown files with new text and commits them;
 raw is the same embedder embedding exactly the 12 chunk texts the refresh then embeds, and the
 refresh is ``refresh(settings, emb)`` (git listing, stats, reading, masking, chunking, token
-counts, embedding, the write). Target: refresh <= 1.1x raw. Rounds alternate raw and refresh;
-every other refresh replays the raw vectors instead of embedding (``Replay``), which measures
-the refresh's own overhead without the embedder's noise; medians of CPU time (this process and
-its children: git) and wall time are printed.
+counts, embedding, the write). Target: refresh <= 1.1x raw, in CPU time (this process and its
+children: git). Every round measures its raw embedding and its refresh back to back, and the
+figure is the median over rounds of each round's own ratio, so a load that moves the
+embedder's CPU time between rounds (the shared machine's load does) moves both sides of a
+ratio alike. Odd rounds refresh with the embedder (refresh / raw); even rounds refresh with
+``Replay``, which answers the texts from the raw run's vectors, so the refresh's overhead is
+measured without the embedder's noise ((raw + overhead) / raw, the steadier figure).
+
+Each measurement starts when no other thread of this process runs and ends when none does
+again (``_settle``): onnxruntime's worker threads keep spinning for a while after an
+inference returns, and that CPU belongs to the inference that left them spinning, not to
+whatever is measured next (a refresh timed right after a raw embedding used to be charged
+with the embedding's spin). Wall time is measured to the return.
 
     python -m tests.benchmarks.bench_rebuild [--rounds 2] [--incremental 9]
 """
@@ -29,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -92,6 +102,47 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def _others_running() -> bool:
+    """Whether a thread of this process other than the caller is running (Linux ``/proc``;
+    elsewhere False)."""
+    me = str(threading.get_native_id())
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return False
+    for tid in tids:
+        if tid == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as fh:
+                state = fh.read().rpartition(")")[2].split(None, 1)[0]
+        except (OSError, IndexError):
+            continue  # the thread ended
+        if state == "R":
+            return True
+    return False
+
+
+def _settle(limit: float = 2.0) -> None:
+    """Wait (up to ``limit`` seconds) until no other thread of this process has run for two
+    looks 2 ms apart: onnxruntime's idle workers spin before they block."""
+    calm, deadline = 0, time.monotonic() + limit
+    while calm < 2 and time.monotonic() < deadline:
+        time.sleep(0.002)
+        calm = 0 if _others_running() else calm + 1
+
+
+def _timed(fn):
+    """``(fn(), wall seconds, CPU seconds)``: CPU from a settled start to settled again after
+    the return (``_settle``), wall to the return."""
+    _settle()
+    t0, c0 = time.perf_counter(), _cpu()
+    result = fn()
+    wall = time.perf_counter() - t0
+    _settle()
+    return result, wall, _cpu() - c0
+
+
 class Replay:
     """``emb`` answering texts it embedded before from memory: a refresh with it costs
     everything but the embedding (its overhead), measured without the embedder's noise."""
@@ -107,34 +158,43 @@ class Replay:
 
 def incremental(settings, emb, rounds: int, first_round: int = 1) -> None:
     """Time ``rounds`` incremental refreshes of 12 one-chunk files against raw embedding of
-    their 12 chunk texts, alternating; odd rounds refresh with the embedder, even rounds with
-    ``Replay`` (the refresh's overhead alone). Prints the medians. ``first_round`` numbers the
-    notes' text (an index that saw these rounds would reuse their vectors)."""
-    raw, inc, overhead = [], [], []
+    their 12 chunk texts, each round's two back to back; odd rounds refresh with the embedder,
+    even rounds with ``Replay`` (the refresh's overhead alone). Prints the medians of the
+    rounds' own ratios and their range. ``first_round`` numbers the notes' text (an index
+    that saw these rounds would reuse their vectors)."""
+    real, replayed = [], []  # per round: (raw wall, raw CPU, refresh wall, refresh CPU)
     refresh(settings, emb, progress=False)
     for round_ in range(first_round, first_round + 2 * rounds):
         paths = _write_notes(settings.ai_repo_root, round_)
         texts = chunk_texts(settings, emb, paths)
         assert len(texts) == 12, len(texts)
-        t0, c0 = time.perf_counter(), _cpu()
-        result = emb.embed(texts)
-        raw.append((time.perf_counter() - t0, _cpu() - c0))
+        result, raw_wall, raw_cpu = _timed(lambda: emb.embed(texts))
         assert not result.errors
-        t0, c0 = time.perf_counter(), _cpu()
-        report = refresh(settings, emb if round_ % 2 else Replay(emb, texts, result),
-                         progress=False)
-        (inc if round_ % 2 else overhead).append((time.perf_counter() - t0, _cpu() - c0))
+        refresher = emb if round_ % 2 else Replay(emb, texts, result)
+        report, wall, cpu = _timed(lambda: refresh(settings, refresher, progress=False))
+        (real if round_ % 2 else replayed).append((raw_wall, raw_cpu, wall, cpu))
         assert report.chunks_embedded == 12 and report.indexed == 12, report.summary()
-    raw_wall, raw_cpu = (statistics.median(x[k] for x in raw) for k in (0, 1))
-    inc_wall, inc_cpu = (statistics.median(x[k] for x in inc) for k in (0, 1))
-    over_wall, over_cpu = (statistics.median(x[k] for x in overhead) for k in (0, 1))
-    print(f"incremental, 12 files x 1 chunk, {rounds} + {rounds} rounds (medians): raw embed "
-          f"{raw_wall * 1000:.0f} ms wall, {raw_cpu * 1000:.0f} ms CPU; refresh "
-          f"{inc_wall * 1000:.0f} ms wall, {inc_cpu * 1000:.0f} ms CPU; refresh / raw = "
-          f"{inc_wall / raw_wall:.2f} wall, {inc_cpu / raw_cpu:.2f} CPU (target <= 1.1)")
-    print(f"  the refresh without its embedding (Replay): {over_wall * 1000:.0f} ms wall, "
-          f"{over_cpu * 1000:.0f} ms CPU: (raw + that) / raw = "
-          f"{(raw_cpu + over_cpu) / raw_cpu:.3f} CPU, steadier than the ratio above")
+    print(f"incremental, 12 files x 1 chunk, {rounds} + {rounds} rounds, medians (range) "
+          f"of each round's own figures; load average {os.getloadavg()[0]:.1f}")
+    print(f"  raw embed {_ms(real + replayed, 0)} wall, {_ms(real + replayed, 1)} CPU; "
+          f"refresh {_ms(real, 2)} wall, {_ms(real, 3)} CPU")
+    print(f"  refresh / raw: {_ratio(real, lambda r: r[2] / r[0])} wall, "
+          f"{_ratio(real, lambda r: r[3] / r[1])} CPU (target <= 1.1)")
+    print(f"  the refresh without its embedding (Replay): {_ms(replayed, 2)} wall, "
+          f"{_ms(replayed, 3)} CPU; (raw + that) / raw = "
+          f"{_ratio(replayed, lambda r: (r[1] + r[3]) / r[1])} CPU, the steadier figure")
+
+
+def _ms(rows: list[tuple], column: int) -> str:
+    """The median of ``column`` (seconds) over ``rows`` in ms, with its range."""
+    values = [r[column] * 1000 for r in rows]
+    return f"{statistics.median(values):.0f} ms ({min(values):.0f}-{max(values):.0f})"
+
+
+def _ratio(rows: list[tuple], ratio) -> str:
+    """The median of ``ratio(row)`` over ``rows``, with its range."""
+    values = [ratio(r) for r in rows]
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
 
 def rebuild(settings, emb, texts: list[str], rounds: int) -> None:
@@ -142,15 +202,13 @@ def rebuild(settings, emb, texts: list[str], rounds: int) -> None:
     prints the best of each."""
     raw_times, rebuild_times, raw_cpu, rebuild_cpu, reports = [], [], [], [], []
     for _ in range(rounds):
-        t0, c0 = time.perf_counter(), time.process_time()
-        result = emb.embed(texts)
-        raw_times.append(time.perf_counter() - t0)
-        raw_cpu.append(time.process_time() - c0)
+        result, wall, cpu = _timed(lambda: emb.embed(texts))
+        raw_times.append(wall)
+        raw_cpu.append(cpu)
         assert not result.errors
-        t0, c0 = time.perf_counter(), time.process_time()
-        report = refresh(settings, emb, force=True, progress=False)
-        rebuild_times.append(time.perf_counter() - t0)
-        rebuild_cpu.append(time.process_time() - c0)
+        report, wall, cpu = _timed(lambda: refresh(settings, emb, force=True, progress=False))
+        rebuild_times.append(wall)
+        rebuild_cpu.append(cpu)
         reports.append(report)
         assert report.chunks_embedded == len(texts), (report.chunks_embedded, len(texts))
     raw, built = min(raw_times), min(rebuild_times)
