@@ -55,6 +55,7 @@ from varaverk import exitcodes
 from varaverk.config import LOCAL_MODEL, ConfigError, Settings, check_embed_model
 from varaverk.errors import VaraverkError
 from varaverk.index.store.vectors import vector_problem
+from varaverk.wordpiece import WordPieceCounter
 
 log = logging.getLogger(__name__)
 
@@ -309,6 +310,9 @@ class LocalEmbedder(Embedder):
         self._lock = threading.Lock()
         self._session = None
         self._tokenizer = None
+        # WordPiece tokens of a text including [CLS] and [SEP], untruncated (no model load),
+        # with a ceiling that spares counting a text that fits anyway.
+        self.count_tokens = WordPieceCounter(self._load_tokenizer)
 
     def _load_tokenizer(self):
         with self._lock:
@@ -340,10 +344,6 @@ class LocalEmbedder(Embedder):
                                                    providers=["CPUExecutionProvider"])
             self._input_names = {i.name for i in session.get_inputs()}
             self._session = session
-
-    def count_tokens(self, text: str) -> int:
-        """WordPiece tokens of ``text`` including [CLS] and [SEP], untruncated (no model load)."""
-        return len(self._load_tokenizer().encode(text).ids)
 
     def _embed_batch(self, texts: list[str]) -> list[Any]:
         self._load()

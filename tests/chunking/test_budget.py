@@ -102,3 +102,22 @@ def test_split_chunk_of_one_line_between_blank_lines():
     halves = split_chunk(chunk, None, 256)
     assert [h.text for h in halves] == ["y" * 20, "y" * 20]
     assert [(h.start_line, h.end_line) for h in halves] == [(2, 4), (4, 4)]  # heading line 2
+
+
+@pytest.mark.parametrize("max_tokens", [64, 256])
+def test_a_counters_ceiling_changes_no_chunk(max_tokens, real_count_tokens, harborlab_docs):
+    if getattr(real_count_tokens, "ceiling", None) is None:
+        pytest.skip("the offline embedder's counter is not importable here")
+    calls = []
+
+    def counted(text):  # the same counts without a ceiling, every fit asked of the count
+        calls.append(text)
+        return real_count_tokens(text)
+
+    docs = [("g.sh", "header", HEADER), *harborlab_docs]
+    for path, kind, text in docs:
+        with_ceiling = chunk_document(path, kind, text, max_tokens=max_tokens,
+                                      count_tokens=real_count_tokens)
+        assert with_ceiling == chunk_document(path, kind, text, max_tokens=max_tokens,
+                                              count_tokens=counted), path
+    assert calls

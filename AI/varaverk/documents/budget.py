@@ -7,7 +7,8 @@ exactly one part (white space at part boundaries aside). ``split_chunk`` halves 
 for the indexer when a server still rejects it as too long.
 
 Token counts come from a ``TokenCounter`` (the embedder's, or ``char_count``: one token per
-character).
+character). Whether a text fits is asked of the counter's ``ceiling`` first, when it has one
+(``_fits``): the offline model's spares most counts of chunks well under the budget.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def budget_draft(path: str, kind: str, draft: Draft, count: TokenCounter,
         label = draft.part_labels.get(part_lines[0][0]) if i else None
         if label:
             labelled = f"{ctx}{SEP}{label}"
-            if count(f"{labelled}\n{_join(part_lines)}") <= max_tokens:
+            if _fits(count, f"{labelled}\n{_join(part_lines)}", max_tokens):
                 ctx = labelled
         out.append(Chunk(path=path, kind=kind, section=draft.section, title=draft.title,
                          start_line=start if i == 0 else part_lines[0][0],
@@ -162,7 +163,7 @@ def _budget_lines(draft: Draft, context: str, count: TokenCounter,
     if max_tokens < _MIN_BUDGET:
         raise ValueError(f"max_tokens must be at least {_MIN_BUDGET}, got {max_tokens}")
     lines = draft.lines
-    if count(f"{context}\n{_join(lines)}") <= max_tokens:
+    if _fits(count, f"{context}\n{_join(lines)}", max_tokens):
         return [(context, lines)]
     context = _fit_context(context, count, int(max_tokens * _MAX_CONTEXT_SHARE))
     overhead = count("")  # special tokens a counter adds to every call ([CLS], [SEP])
@@ -186,10 +187,11 @@ def _fit(lines: list[tuple[int, str]], context: str, count: TokenCounter, max_to
     """
     out: list[list[tuple[int, str]]] = []
     for piece in _pack(lines, count, max(1, budget), overhead):
-        real = count(f"{context}\n{_join(piece)}")
-        if real <= max_tokens:
+        text = f"{context}\n{_join(piece)}"
+        if _fits(count, text, max_tokens):
             out.append(piece)
             continue
+        real = count(text)
         tighter = budget - (real - max_tokens) - 1
         if tighter >= 1:
             out.extend(_fit(piece, context, count, max_tokens, tighter, overhead))
@@ -201,6 +203,15 @@ def _fit(lines: list[tuple[int, str]], context: str, count: TokenCounter, max_to
         for half in halves:
             out.extend(_fit(half, context, count, max_tokens, budget, overhead))
     return out
+
+
+def _fits(count: TokenCounter, text: str, max_tokens: int) -> bool:
+    """Whether ``count(text) <= max_tokens``, asking the counter's ``ceiling`` first when it
+    has one (an upper bound of the count, or None when it cannot tell): the same answer,
+    mostly without counting."""
+    ceiling = getattr(count, "ceiling", None)
+    bound = ceiling(text) if ceiling is not None else None
+    return (bound is not None and bound <= max_tokens) or count(text) <= max_tokens
 
 
 def _fit_context(context: str, count: TokenCounter, limit: int) -> str:

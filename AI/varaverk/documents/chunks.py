@@ -27,6 +27,8 @@ HEADING_JOIN = " > "  # joins a Markdown heading trail inside ``section``
 # Every document kind, in the order error messages list them.
 KINDS = ("header", "readme", "manual", "template", "doc", "note", "org", "chat")
 
+# The tokens a text costs. A counter may also have ``ceiling(text)``: an upper bound of that
+# count, or None (``budget._fits``).
 TokenCounter = Callable[[str], int]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
