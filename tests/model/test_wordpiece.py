@@ -22,7 +22,11 @@ def _vouched_code_points() -> list[str]:
 
 
 def test_every_vouched_character_normalizes_to_at_most_one_character(counter):
-    normalizer = counter._load().normalizer
+    tokenizer = counter._load()
+    # The bound's other steps: words cut at white space and punctuation, one token per piece.
+    assert [type(part).__name__ for part in (tokenizer.pre_tokenizer, tokenizer.model)] == [
+        "BertPreTokenizer", "WordPiece"]
+    normalizer = tokenizer.normalizer
     vouched = _vouched_code_points()
     assert "\u203a" in vouched and "\u0416" in vouched and "\u4e00" not in vouched
     wider = [hex(ord(c)) for c in vouched if len(normalizer.normalize_str(c).replace(" ", "")) > 1]
