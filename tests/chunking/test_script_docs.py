@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from varaverk.documents.chunking import chunk_document
 from varaverk.documents.script_docs import COMMENTS_TITLE, USAGE_TITLE
 from varaverk.documents.script_headers import COMMENT_TITLE
@@ -181,3 +183,16 @@ def test_python_body_comments_stay_out():
             "# Looping through all of the deployed resources during 5 minutes\n"
             "ROUNDS = 30\n")
     assert [c.title for c in chunks_of("tools/rotate.py", text)] == [COMMENT_TITLE]
+
+
+def test_a_script_the_parser_warns_about_reads_silently():
+    """A user's Python with an invalid escape ("\\d" in a plain string) makes the parser warn
+    (a SyntaxWarning on newer Pythons, printed to ai-index's terminal); reading its usage text
+    must neither warn nor lose it."""
+    text = ('#!/usr/bin/env python3\n"""Prune old snapshots."""\nimport argparse, re\n'
+            'DATE = re.compile("\\d{4}-\\d{2}")\n'
+            'p = argparse.ArgumentParser(description="Prune snapshots older than N days.")\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        chunks = chunks_of("tools/prune.py", text)
+    assert [c.title for c in chunks if c.title == USAGE_TITLE] == [USAGE_TITLE]

@@ -315,7 +315,7 @@ SHAPES: tuple[Shape, ...] = (
           "[Peer]\nPublicKey = sSAZS1Z3vB7Wx8e2yVqXfeHjgWTa80wnSYoma3mZkiU=", "kept"),
     Shape("public keys, recipients and fingerprints in lists", "template",
           "ssh_authorized_keys:\n  - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIG5hcGtpbnNrZXlzYXJl"
-          "cHVibGljYW5kZmluZQ nas@lab\ncreation_rules:\n  - path_regex: talos/.*\.sops\.yaml\n"
+          "cHVibGljYW5kZmluZQ nas@lab\ncreation_rules:\n  - path_regex: talos/.*\\.sops\\.yaml\n"
           "    key_groups:\n      - age:\n"
           "          - age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p\n"
           "        pgp:\n          - FBC7B9E2A4F9289AC0C1D4843D16CEE4A27381B4\n"

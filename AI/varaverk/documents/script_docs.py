@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 
 from varaverk.documents.annotations import is_annotation
 from varaverk.documents.chunks import Draft, framed_name, reads_as_prose, trim_blank_lines
@@ -122,7 +123,10 @@ def _printed_text(lines: list[str], start: int, end: int) -> Numbered:
 def _argparse_text(lines: list[str]) -> Numbered:
     """``ArgumentParser`` description/epilog and ``add_argument`` flags with their help."""
     try:
-        tree = ast.parse("\n".join(lines))
+        with warnings.catch_warnings():
+            # "invalid escape sequence" and the like: the user's code, not ai-index's output.
+            warnings.simplefilter("ignore")
+            tree = ast.parse("\n".join(lines))
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         # Not Python we can read (or nested past the parser's limits): no usage, the header
         # comment is still read.
