@@ -307,13 +307,6 @@ def index_identity(index_path: str | os.PathLike, generation: str | None) -> str
 
 def _generation(index_path: str) -> str | None:
     """The index's ``generation`` (its write counter), read only."""
-    import sqlite3
-    from urllib.parse import quote
+    from varaverk.index.store.location import read_meta  # sqlite3: only when racy
 
-    uri = "file:" + quote(os.path.abspath(index_path), safe="/") + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True)
-    try:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-    finally:
-        conn.close()
-    return row[0] if row else None
+    return read_meta(index_path, "generation")

@@ -63,22 +63,31 @@ def index_file(data_dir: str | os.PathLike, repo_root: str | os.PathLike) -> Pat
     return keyed
 
 
+def read_meta(path: str | os.PathLike, key: str) -> str | None:
+    """The value of ``key`` in the ``meta`` table of the index file at ``path``, read only;
+    None when the table or the key is missing.
+
+    Raises:
+        sqlite3.DatabaseError: the file cannot be read as an SQLite database.
+    """
+    uri = "file:" + quote(os.path.abspath(os.fspath(path)), safe="/") + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
+            return None
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+    finally:
+        conn.close()
+
+
 def recorded_repo(path: str | os.PathLike) -> str:
     """The ``repo_root`` an index file records in its ``meta`` ("" when none: never written).
 
     Raises:
         sqlite3.DatabaseError: the file cannot be read as an index of ours.
     """
-    uri = "file:" + quote(os.path.abspath(os.fspath(path)), safe="/") + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True)
-    try:
-        has = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone()
-        if not has:
-            return ""
-        row = conn.execute("SELECT value FROM meta WHERE key = 'repo_root'").fetchone()
-        return row[0] if row else ""
-    finally:
-        conn.close()
+    return read_meta(path, "repo_root") or ""
 
 
 def move_aside(path: str | os.PathLike) -> Path:
@@ -106,15 +115,8 @@ def discard_unwritten(path: str | os.PathLike) -> bool:
     path = Path(path)
     if not path.is_file():
         return False
-    uri = "file:" + quote(os.path.abspath(path), safe="/") + "?mode=ro"
     try:
-        conn = sqlite3.connect(uri, uri=True)
-        try:
-            written = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() and \
-                conn.execute("SELECT 1 FROM meta WHERE key = 'generation'").fetchone()
-        finally:
-            conn.close()
+        written = read_meta(path, "generation") is not None
     except sqlite3.DatabaseError:
         return False  # not ours to judge: leave it for --status and --force
     if written:
