@@ -213,9 +213,10 @@ def _yaml_file_drafts(lines: list[str], skip: set[int]) -> list[Draft]:
         inside = {n for item in items for n in range(item.first, item.end + 1)}
         drafts = _yaml_drafts(lines, skip | inside)
         drafts = _around_items(lines, drafts, items) if items else drafts
-    starts = [n for n in range(len(lines)) if n not in skip and _yaml_banner(lines, n)] \
-        if items else []
-    names = [_yaml_banner(lines, n) for n in starts]
+    banners = [(n, name) for n in range(len(lines))
+               if n not in skip and (name := _yaml_banner(lines, n))] if items else []
+    starts = [n for n, _ in banners]
+    names = [name for _, name in banners]
     for item in items:
         before = bisect_left(starts, item.first)  # banners above the item
         drafts += _item_drafts(lines, skip, item, names[before - 1] if before else "", [])

@@ -263,7 +263,7 @@ def comment_drafts(lines: list[str], start: int) -> list[Draft]:
         paragraph = trim_blank_lines(paragraph)
         if not paragraph or not reads_as_prose(paragraph[0][1], _PROSE_WORDS):
             continue
-        if i < len(lines) and _ASSIGN.match(lines[i]) and not lines[i][:1].isspace():
+        if i < len(lines):  # the assignment the paragraph introduces, if the line is one
             i = _take_line(lines, i, paragraph)
         if body:
             body.append((paragraph[0][0] - 1, ""))

@@ -110,18 +110,20 @@ class Layout:
 
     def parents(self, number: int) -> frozenset[str]:
         """The key words of line ``number``'s YAML/JSON parents (found on first use)."""
-        if self._parents_of is None:
-            self._parents_of, self._owners = self._structure(self.lines, self.mode)
-        return self._parents_of[number]
+        return self._structure_read()[0][number]
 
     def list_owner(self, number: int) -> ListOwner | None:
         """The secret-named key (``key_role``) whose list line ``number`` holds scalar
         items of: ``- item`` under ``key:`` (at its column too), the strings of a JSON array
         or YAML flow list opened by ``key: [``; None for any other line (a pair, a mapping
         entry, prose)."""
+        return self._structure_read()[1].get(number)
+
+    def _structure_read(self) -> tuple[list[frozenset[str]], dict[int, ListOwner]]:
+        """``_structure`` of the document, worked out on first use."""
         if self._parents_of is None:
             self._parents_of, self._owners = self._structure(self.lines, self.mode)
-        return self._owners.get(number)
+        return self._parents_of, self._owners
 
     @staticmethod
     def _modes(lines: list[str]) -> list[str]:
