@@ -36,10 +36,13 @@ def _ask(client, question: str, chat_id: str | None = None) -> list[dict]:
 
 
 def _wait_for_memory(client, chat_id: str, turns: int) -> None:
+    """Until ``chat_id``'s ``turns`` are stored and digested: recall finds triplets, which the
+    digest writes after the turns (on a loaded host, a question asked once the turns showed
+    could come before the digest and recall nothing)."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         listed = client.get("/api/memory", headers=SAME).get_json()["conversations"]
-        if any(c["id"] == chat_id and c["turns"] >= turns for c in listed):
+        if any(c["id"] == chat_id and c["turns"] >= turns and c["triplets"] for c in listed):
             return
         time.sleep(0.1)
     raise AssertionError(f"chat {chat_id} was not remembered")
