@@ -190,11 +190,13 @@ _SEP = "\x1f"
 # One batch in id order as one value per column: row ids, BLOB lengths in bytes, the BLOBs
 # back to back (group_concat copies a BLOB's bytes as they are: the lengths tell where each
 # ends) and each string column joined by _SEP. A batch whose parts do not add up is read row
-# by row instead (``_BATCH_ROWS``).
+# by row instead (``_BATCH_ROWS``). The inner query names its columns: with ``*`` SQLite
+# copies every column of every row (the texts too) into the subquery's result.
 _BATCH = ("SELECT count(*), max(id), group_concat(id), group_concat(length(CAST(vec AS BLOB))),"
           " CAST(group_concat(CAST(vec AS BLOB), '') AS BLOB), "
           + ", ".join(f"group_concat({c}, char(31))" for c in _COLUMNS) +
-          " FROM (SELECT * FROM chunks WHERE id > ? ORDER BY id LIMIT ?)")
+          f" FROM (SELECT id, vec, {', '.join(_COLUMNS)} FROM chunks"
+          " WHERE id > ? ORDER BY id LIMIT ?)")
 _BATCH_ROWS = (f"SELECT id, CAST(vec AS BLOB), {', '.join(_COLUMNS)} FROM chunks"
                " WHERE id > ? ORDER BY id LIMIT ?")
 
