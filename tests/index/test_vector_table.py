@@ -231,3 +231,13 @@ def test_paths_are_numbered_in_order_of_first_appearance_among_the_rows_kept(tmp
     assert len(table.excluded) == 1 and table.paths.tolist() == files
     assert table.paths.distinct.tolist() == ["m.md", "z.md", "a.md", "b.md"]
     assert table.path_numbers.tolist() == [0, 1, 2, 1, 0, 3]
+
+
+def test_the_matrix_the_vectors_are_read_into_starts_as_writable_zeros():
+    from varaverk.index.store.vectors import _zeroed_matrix
+
+    m = _zeroed_matrix(3, 4)
+    assert m.shape == (3, 4) and m.dtype == np.float32 and not m.any()
+    m[2] = 1.5      # the vectors are copied into it batch by batch
+    assert m.sum() == 6.0
+    assert _zeroed_matrix(0, 4).shape == (0, 4)

@@ -15,6 +15,7 @@ never touches a vector.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NamedTuple, Sequence
 
 from varaverk.index.store.errors import IndexMismatch
@@ -210,11 +211,7 @@ def _vector_block(conn, dim: int, numbered: tuple["_Numbering", ...]
     import numpy as np
 
     total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] if dim else 0
-    # Not np.empty: numpy asks the kernel to back a large array with huge pages, and a host
-    # that compacts memory for them on demand (transparent_hugepage defrag "madvise") spent
-    # several times the copy itself faulting them in (bench_opening); a bytearray's pages
-    # are plain ones, and the dense product over them costs the same.
-    matrix = np.frombuffer(bytearray(total * dim * 4), dtype="<f4").reshape(total, dim)
+    matrix = _zeroed_matrix(total, dim)
     ids = np.empty(total, dtype=np.int64)
     excluded: list[int] = []
     whole = conn.execute("PRAGMA encoding").fetchone()[0].upper() == "UTF-8"
@@ -236,6 +233,33 @@ def _vector_block(conn, dim: int, numbered: tuple["_Numbering", ...]
             numbering.add(values)
         at += got.size
     return ids[:at], matrix[:at], excluded
+
+
+# madvise(2) advice that faults a mapping's pages in at once, writable (Linux 5.14+); the
+# Python 3.11 mmap module has no name for it.
+_MADV_POPULATE_WRITE = 23
+
+
+def _zeroed_matrix(rows: int, dim: int) -> "np.ndarray":
+    """float32 ``(rows, dim)`` zeros on plain pages, faulted in by one system call where the
+    kernel can (else on first write)."""
+    import mmap
+
+    import numpy as np
+
+    if not rows * dim:
+        return np.zeros((rows, dim), dtype="<f4")
+    # Not np.empty: numpy asks the kernel to back a large array with huge pages, and a host
+    # that compacts memory for them on demand (transparent_hugepage defrag "madvise") spent
+    # several times the copy itself faulting them in (bench_opening). Plain pages faulted
+    # one by one cost more than in one call.
+    pages = mmap.mmap(-1, rows * dim * 4)
+    if sys.platform.startswith("linux"):
+        try:
+            pages.madvise(_MADV_POPULATE_WRITE)
+        except OSError:     # an older kernel: the pages fault in as they are written
+            pass
+    return np.frombuffer(pages, dtype="<f4").reshape(rows, dim)
 
 
 def _row_sources(conn, ids: "np.ndarray") -> "np.ndarray":
