@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import resource
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -35,3 +36,34 @@ def compare_env(env: dict, tree: Path) -> dict:
     """``env`` running the checkout ``tree`` instead of the installed project: its folders go
     first on ``PYTHONPATH``, ahead of the editable install's finder."""
     return dict(env, PYTHONPATH=os.pathsep.join([str(tree / "AI"), str(tree / "Tools")]))
+
+
+def others_running() -> bool:
+    """Whether a thread of this process other than the caller is running (Linux ``/proc``;
+    elsewhere False)."""
+    me = str(threading.get_native_id())
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return False
+    for tid in tids:
+        if tid == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as fh:
+                state = fh.read().rpartition(")")[2].split(None, 1)[0]
+        except (OSError, IndexError):
+            continue  # the thread ended
+        if state == "R":
+            return True
+    return False
+
+
+def settle(limit: float = 2.0) -> None:
+    """Wait (up to ``limit`` seconds) until no other thread of this process has run for two
+    looks 2 ms apart: onnxruntime's idle workers spin before they block, and so does
+    OpenBLAS's pool after numpy's import and after each product it shares."""
+    calm, deadline = 0, time.monotonic() + limit
+    while calm < 2 and time.monotonic() < deadline:
+        time.sleep(0.002)
+        calm = 0 if others_running() else calm + 1

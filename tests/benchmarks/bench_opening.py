@@ -11,15 +11,17 @@ file with SQL (the indexer would spend an hour embedding), then fresh processes 
 turn, floor and project interleaved, ``--rounds`` of each:
 
 * **floor**: ``sqlite3`` + numpy read every vector (``SELECT vec FROM chunks ORDER BY id``)
-  into one float32 matrix and take the top 5 of one matrix-vector product: what any answer
-  over these vectors costs at least.
+  into one float32 matrix and take the top 5 of one matrix-vector product (``np.vecdot``, on
+  one thread): what any answer over these vectors costs at least.
 * **project**: ``Index.open`` (read-only) and a ``Retriever`` (made as ``ai-query`` makes
   its own) answering one hybrid question with the embedder replaced by a fixed query vector:
   the vector table, the per-row arrays, BM25 and the label field, fusion and ranking.
 
 Each figure is measured inside the child from just before opening to just after the answer
 (imports excluded: ``bench_refresh`` and ``ai-query``'s start-up are about those): CPU
-seconds (steadier than wall time on a shared host) and wall seconds, medians over the rounds,
+seconds (steadier than wall time on a shared host; from a start where no other thread of
+the child runs to an end where none does, ``settle``: OpenBLAS's pool spins after numpy's
+import, which once charged both sides tens of ms) and wall seconds, medians over the rounds,
 and memory per chunk: the resident set after the answer minus before opening (``steady``)
 and the peak minus before opening (``peak``), in KB (1,000 bytes) per chunk. Targets (issue
 25): project CPU ≤ 1.5× the floor, steady memory ≤ 2.0 KB per chunk at 1M.
@@ -46,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.benchmarks import load_average
+from tests.benchmarks import load_average, settle
 
 DIM = 384
 KINDS = ("header", "readme", "manual", "template", "doc")
@@ -122,19 +124,22 @@ def child(kind: str, path: str, warm: int = 0) -> dict:
         from tests.benchmarks.bench_scoring import FixedEmbedder
         settings = Settings(ai_data_dir=Path(path).parent)
     before = _rss()
+    settle()    # OpenBLAS's pool spins for a while after numpy's import: charge neither side
     cpu, wall = time.process_time(), time.perf_counter()
     if kind == "floor":
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         rows = conn.execute("SELECT vec FROM chunks ORDER BY id").fetchall()
         matrix = np.frombuffer(b"".join(r[0] for r in rows), dtype="<f4").reshape(-1, DIM)
         del rows
-        scores = matrix @ q
+        scores = np.vecdot(matrix, q)   # one thread: no BLAS pool to wake and spin
         found = np.argpartition(-scores, 5)[:5].tolist()
     else:
         index = Index.open(path, readonly=True)
         retriever = Retriever(settings, index, FixedEmbedder(q))
         found = [h.chunk.id for h in retriever.search(QUESTION, 5)]
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    wall = time.perf_counter() - wall
+    settle()    # a thread the answer set running is the answer's CPU too
+    cpu = time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     out = {"cpu": cpu, "wall": wall, "steady": _rss() - before, "peak": peak - before,
            "found": len(found)}

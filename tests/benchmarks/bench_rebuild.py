@@ -21,7 +21,7 @@ ratio alike. Odd rounds refresh with the embedder (refresh / raw); even rounds r
 measured without the embedder's noise ((raw + overhead) / raw, the steadier figure).
 
 Each measurement starts when no other thread of this process runs and ends when none does
-again (``_settle``): onnxruntime's worker threads keep spinning for a while after an
+again (``settle``): onnxruntime's worker threads keep spinning for a while after an
 inference returns, and that CPU belongs to the inference that left them spinning, not to
 whatever is measured next (a refresh timed right after a raw embedding used to be charged
 with the embedding's spin). Wall time is measured to the return.
@@ -38,12 +38,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+from tests.benchmarks import settle
 from tests.support.environ import environ_without_ai
 from tests.support.repos import git, make_harborlab
 from varaverk.index.refresh import refresh
@@ -102,44 +102,14 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def _others_running() -> bool:
-    """Whether a thread of this process other than the caller is running (Linux ``/proc``;
-    elsewhere False)."""
-    me = str(threading.get_native_id())
-    try:
-        tids = os.listdir("/proc/self/task")
-    except OSError:
-        return False
-    for tid in tids:
-        if tid == me:
-            continue
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as fh:
-                state = fh.read().rpartition(")")[2].split(None, 1)[0]
-        except (OSError, IndexError):
-            continue  # the thread ended
-        if state == "R":
-            return True
-    return False
-
-
-def _settle(limit: float = 2.0) -> None:
-    """Wait (up to ``limit`` seconds) until no other thread of this process has run for two
-    looks 2 ms apart: onnxruntime's idle workers spin before they block."""
-    calm, deadline = 0, time.monotonic() + limit
-    while calm < 2 and time.monotonic() < deadline:
-        time.sleep(0.002)
-        calm = 0 if _others_running() else calm + 1
-
-
 def _timed(fn):
     """``(fn(), wall seconds, CPU seconds)``: CPU from a settled start to settled again after
-    the return (``_settle``), wall to the return."""
-    _settle()
+    the return (``settle``), wall to the return."""
+    settle()
     t0, c0 = time.perf_counter(), _cpu()
     result = fn()
     wall = time.perf_counter() - t0
-    _settle()
+    settle()
     return result, wall, _cpu() - c0
 
 
