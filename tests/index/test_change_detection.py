@@ -137,6 +137,10 @@ def test_an_index_of_the_previous_schema_upgrades_in_place_without_embedding(lab
         for column in ("ctime_ns", "inode", "device"):
             conn.execute(f"ALTER TABLE files DROP COLUMN {column}")
         conn.execute("DROP TABLE summaries")  # migration 5
+        for statement in ("DROP TRIGGER numbers_ai", "DROP TRIGGER numbers_ad",  # migration 6
+                          "DROP TRIGGER numbers_au", "DROP TABLE chunk_numbers",
+                          "DROP TABLE row_strings"):
+            conn.execute(statement)
         conn.execute("DELETE FROM schema_migrations WHERE version > 2")
         conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     conn.close()
@@ -145,7 +149,7 @@ def test_an_index_of_the_previous_schema_upgrades_in_place_without_embedding(lab
     assert report.rehashed == len(FILES) and report.wrote
     assert _ids(settings) == ids  # chunks and vectors kept
     with Index.open(settings.index_path, readonly=True) as idx:
-        assert idx.meta()["schema_version"] == "5"
+        assert idx.meta()["schema_version"] == "6"
     settled = refresh(settings, progress=False)
     assert settled.files_read == 0 and not settled.wrote
     (repo / "README.md").write_text(NEW)

@@ -46,11 +46,11 @@ def test_schema_wal_and_migrations(tmp_path, idx):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("SELECT version, name FROM schema_migrations").fetchall() == [
         (1, "initial"), (2, "sources and keywords"), (3, "ctime, inode and device"),
-        (4, "stored labels"), (5, "summaries")]
-    assert idx.meta()["schema_version"] == "5"
+        (4, "stored labels"), (5, "summaries"), (6, "numbered row strings")]
+    assert idx.meta()["schema_version"] == "6"
     conn.close()
     with Index.open(idx.path) as again:  # reopening applies nothing twice
-        assert again.meta()["schema_version"] == "5"
+        assert again.meta()["schema_version"] == "6"
 
 
 def test_readonly_open_of_missing_index_raises(tmp_path):

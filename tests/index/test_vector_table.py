@@ -112,7 +112,7 @@ def test_rows_read_in_batches_match_a_row_by_row_read(tmp_path, monkeypatch):
     # section holding the batches' string separator (its batch is read row by row).
     from varaverk.index.store import vectors
 
-    monkeypatch.setattr(vectors, "VECTOR_BATCH", 3)
+    monkeypatch.setattr(vectors, "VECTOR_BATCH_BYTES", 3 * 4 * 4)   # three 4-d vectors
     path = tmp_path / "index.sqlite"
     rows = _rows(8)
     rows[2] = (rows[2][0], np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32))

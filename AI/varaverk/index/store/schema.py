@@ -49,12 +49,39 @@ import sqlite3
 
 from varaverk.index.store.errors import IndexCorrupt
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
 
 # What FTS5 indexes as a chunk's context column: the context, then its keywords (if any).
 _FTS_CONTEXT = ("CASE WHEN {row}.keywords = '' THEN {row}.context "
                 "ELSE {row}.context || char(10) || {row}.keywords END")
+
+# One string of a chunk counted in (``{col}`` of ``new``) or out (of ``old``).
+_REF = ("INSERT INTO row_strings(value, refs) VALUES (new.{col}, 1)"
+        " ON CONFLICT(value) DO UPDATE SET refs = refs + 1;")
+_UNREF = "UPDATE row_strings SET refs = refs - 1 WHERE value = old.{col};"
+_NUMBERED = ("kind", "section", "path")
+_NUMBERS_TRIGGERS = f"""
+        CREATE TRIGGER numbers_ai AFTER INSERT ON chunks BEGIN
+            {" ".join(_REF.format(col=c) for c in _NUMBERED)}
+            INSERT INTO chunk_numbers VALUES (new.id, {", ".join(
+                f"(SELECT id FROM row_strings WHERE value = new.{c})" for c in _NUMBERED)});
+        END;
+        CREATE TRIGGER numbers_ad AFTER DELETE ON chunks BEGIN
+            DELETE FROM chunk_numbers WHERE id = old.id;
+            {" ".join(_UNREF.format(col=c) for c in _NUMBERED)}
+            DELETE FROM row_strings WHERE refs <= 0
+                AND value IN (old.kind, old.section, old.path);
+        END;
+        CREATE TRIGGER numbers_au AFTER UPDATE OF id, kind, section, path ON chunks BEGIN
+            DELETE FROM chunk_numbers WHERE id = old.id;
+            {" ".join(_UNREF.format(col=c) for c in _NUMBERED)}
+            {" ".join(_REF.format(col=c) for c in _NUMBERED)}
+            DELETE FROM row_strings WHERE refs <= 0
+                AND value IN (old.kind, old.section, old.path);
+            INSERT INTO chunk_numbers VALUES (new.id, {", ".join(
+                f"(SELECT id FROM row_strings WHERE value = new.{c})" for c in _NUMBERED)});
+        END;"""
 
 MIGRATIONS: list[tuple[int, str, str]] = [
     (1, "initial", f"""
@@ -174,6 +201,33 @@ MIGRATIONS: list[tuple[int, str, str]] = [
             made_at TEXT NOT NULL,
             text TEXT NOT NULL
         );
+    """),
+    # The string columns ranking numbers (kind, section, path) stored as numbers at write
+    # time (``varaverk.index.store.row_strings``): opening a large index reads a small integer
+    # table instead of three strings per row. Kept in step by triggers on ``chunks``; a string
+    # stays while a row refers to it (``refs``, one per column that holds it).
+    (6, "numbered row strings", f"""
+        CREATE TABLE row_strings (
+            id INTEGER PRIMARY KEY,
+            value TEXT NOT NULL UNIQUE,
+            refs INTEGER NOT NULL
+        );
+        CREATE TABLE chunk_numbers (
+            id INTEGER PRIMARY KEY,
+            kind INTEGER NOT NULL,
+            section INTEGER NOT NULL,
+            path INTEGER NOT NULL
+        );
+        INSERT INTO row_strings(value, refs)
+            SELECT value, count(*) FROM (SELECT kind AS value FROM chunks
+                                         UNION ALL SELECT section FROM chunks
+                                         UNION ALL SELECT path FROM chunks) GROUP BY value;
+        INSERT INTO chunk_numbers
+            SELECT c.id, k.id, s.id, p.id FROM chunks c
+            JOIN row_strings k ON k.value = c.kind
+            JOIN row_strings s ON s.value = c.section
+            JOIN row_strings p ON p.value = c.path;
+        {_NUMBERS_TRIGGERS}
     """),
 ]
 assert MIGRATIONS[-1][0] == SCHEMA_VERSION

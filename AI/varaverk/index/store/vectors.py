@@ -1,7 +1,8 @@
 """The vector side of the index: which vectors may be stored and ranked, how they are stored
 (BLOBs), and how they are read back as one matrix for numpy scoring (``VectorTable``): the
-vectors and the short string columns ranking filters on in batches of one aggregate row each,
-and titles only for the rows a question ranks (``RowTitles``).
+vectors in batches of one aggregate row each, the short string columns ranking filters on
+from the numbers stored at write time (``row_strings``), and titles only for the rows a
+question ranks (``RowTitles``).
 
 Vector validity, the one home: a vector may be stored and ranked when every value is finite
 and its L2 norm is finite and above ``MIN_NORM`` (a float32 vector that cannot be told from
@@ -136,10 +137,10 @@ def read_vector_table(conn, meta: dict[str, str],
                       read_titles: Callable[[Sequence[int] | None], dict[int, str]] | None = None
                       ) -> VectorTable:
     """The ``VectorTable`` of the chunks ``conn`` holds under ``meta``, in one read
-    transaction: ``VECTOR_BATCH`` rows per SQLite read (``_batch``), each vector copied into
-    one preallocated float32 matrix, and kinds, sections and paths numbered as they are read
-    (a table holds few of each; their arrays are made from the distinct values); sources
-    from the source index (``_row_sources``).
+    transaction: ``VECTOR_BATCH_BYTES`` of vectors per SQLite read (``_batch``), each copied
+    into one preallocated float32 matrix; kinds, sections and paths from the numbers stored
+    at write time (``row_strings``: a table holds few of each; their arrays are made from the
+    distinct values); sources from the source index (``_row_sources``).
     Titles are read by id when ranking first asks for a row's (``RowTitles`` over
     ``read_titles``: ``{id: title}`` of the ids given, or of every chunk for None; without it
     the table has no titles).
@@ -150,19 +151,20 @@ def read_vector_table(conn, meta: dict[str, str],
     """
     import numpy as np
 
+    from varaverk.index.store.row_strings import numbered_columns
+
     dim = int(meta.get("embed_dimension") or 0)
-    numbered = tuple(_Numbering() for _ in _COLUMNS)     # kind, section, path
     conn.execute("BEGIN")
     try:
-        ids, matrix, excluded = _vector_block(conn, dim, numbered)
+        ids, matrix, keep, excluded = _vector_block(conn, dim)
+        if not keep.all():
+            excluded += ids[~keep].tolist()
+            ids, matrix = ids[keep], matrix[keep]
         sources = _row_sources(conn, ids)
+        kinds, sections, paths = (NumberedColumn(*column)
+                                  for column in numbered_columns(conn, ids))
     finally:
         conn.execute("COMMIT")
-    keep = usable_rows(matrix)
-    if not keep.all():
-        excluded += ids[~keep].tolist()
-        ids, matrix, sources = ids[keep], matrix[keep], sources[keep]
-    kinds, sections, paths = (NumberedColumn(*n.values(keep)) for n in numbered)
     return VectorTable(
         ids=ids,
         matrix=np.ascontiguousarray(matrix, dtype=np.float32),
@@ -180,59 +182,55 @@ def read_vector_table(conn, meta: dict[str, str],
     )
 
 
-# Rows per read of the vector table: one aggregate row of this many vectors (6 MB of 384-d
-# float32) at a time, so the BLOBs are never all held twice, and no Python object is made
-# per row.
-VECTOR_BATCH = 4096
-# The string columns a vector table numbers, in ``read_vector_table``'s order.
-_COLUMNS = ("kind", "section", "path")
-# Between a batch's strings (a value holding one makes its batch read row by row).
-_SEP = "\x1f"
-# One batch in id order as one value per column: row ids, BLOB lengths in bytes, the BLOBs
-# back to back (group_concat copies a BLOB's bytes as they are: the lengths tell where each
-# ends) and each string column joined by _SEP. A batch whose parts do not add up is read row
-# by row instead (``_BATCH_ROWS``). The inner query names its columns: with ``*`` SQLite
-# copies every column of every row (the texts too) into the subquery's result.
+# Bytes of vectors per read of the vector table: one aggregate row of this many at a time, so
+# the BLOBs are never all held twice and no Python object is made per row. Small enough that
+# the aggregate's buffers are reused from the heap: batches of several MB were mapped and
+# faulted in afresh each (bench_opening's first question).
+VECTOR_BATCH_BYTES = 1 << 19
+# One batch in id order as one value per column: row ids, BLOB lengths in bytes and the
+# BLOBs back to back (group_concat copies a BLOB's bytes as they are: the lengths tell where
+# each ends). A batch whose parts do not add up is read row by row instead (``_BATCH_ROWS``).
+# The inner query names its columns: with ``*`` SQLite copies every column of every row (the
+# texts too) into the subquery's result.
 _BATCH = ("SELECT count(*), max(id), group_concat(id), group_concat(length(CAST(vec AS BLOB))),"
-          " CAST(group_concat(CAST(vec AS BLOB), '') AS BLOB), "
-          + ", ".join(f"group_concat({c}, char(31))" for c in _COLUMNS) +
-          f" FROM (SELECT id, vec, {', '.join(_COLUMNS)} FROM chunks"
-          " WHERE id > ? ORDER BY id LIMIT ?)")
-_BATCH_ROWS = (f"SELECT id, CAST(vec AS BLOB), {', '.join(_COLUMNS)} FROM chunks"
-               " WHERE id > ? ORDER BY id LIMIT ?")
+          " CAST(group_concat(CAST(vec AS BLOB), '') AS BLOB)"
+          " FROM (SELECT id, vec FROM chunks WHERE id > ? ORDER BY id LIMIT ?)")
+_BATCH_ROWS = "SELECT id, CAST(vec AS BLOB) FROM chunks WHERE id > ? ORDER BY id LIMIT ?"
 
 
-def _vector_block(conn, dim: int, numbered: tuple["_Numbering", ...]
-                  ) -> tuple["np.ndarray", "np.ndarray", list[int]]:
-    """``(ids int64 (n,) ascending, float32 (n, dim) matrix, excluded ids)``: every stored
-    vector of ``dim`` float32 values copied into one preallocated matrix, ``VECTOR_BATCH``
-    rows per SQLite read, and each row's strings numbered in ``numbered`` (one per
-    ``_COLUMNS``); ids of BLOBs of another length are excluded."""
+def _vector_block(conn, dim: int
+                  ) -> tuple["np.ndarray", "np.ndarray", "np.ndarray", list[int]]:
+    """``(ids int64 (n,) ascending, float32 (n, dim) matrix, bool (n,) usable_rows of each,
+    excluded ids)``: every stored vector of ``dim`` float32 values copied into one
+    preallocated matrix, ``VECTOR_BATCH_BYTES`` of them per SQLite read; ids of BLOBs of
+    another length are excluded."""
     import numpy as np
 
     total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] if dim else 0
     matrix = _zeroed_matrix(total, dim)
     ids = np.empty(total, dtype=np.int64)
     excluded: list[int] = []
+    usable: list["np.ndarray"] = []
     whole = conn.execute("PRAGMA encoding").fetchone()[0].upper() == "UTF-8"
+    per_batch = max(1, VECTOR_BATCH_BYTES // max(1, dim * 4))
     at, after = 0, -(1 << 63)
     while at + len(excluded) < total:
-        batch = _batch(conn, after, min(VECTOR_BATCH, total - at - len(excluded)), whole)
+        batch = _batch(conn, after, min(per_batch, total - at - len(excluded)), whole)
         if batch is None:
             break
-        after, got, lengths, blob, strings = batch
+        after, got, lengths, blob = batch
         right = lengths == dim * 4
         if not right.all():
             excluded += got[~right].tolist()
             blob = b"".join(blob[e - dim * 4:e] for e in np.cumsum(lengths)[right].tolist())
             got = got[right]
-            strings = [[v for v, ok in zip(values, right.tolist()) if ok] for values in strings]
+        vectors = np.frombuffer(blob, dtype="<f4").reshape(-1, dim)
+        usable.append(usable_rows(vectors))     # while the batch is in the cache
         ids[at:at + got.size] = got
-        matrix[at:at + got.size] = np.frombuffer(blob, dtype="<f4").reshape(-1, dim)
-        for numbering, values in zip(numbered, strings):
-            numbering.add(values)
+        matrix[at:at + got.size] = vectors
         at += got.size
-    return ids[:at], matrix[:at], excluded
+    keep = np.concatenate(usable) if usable else np.zeros(0, dtype=bool)
+    return ids[:at], matrix[:at], keep, excluded
 
 
 # madvise(2) advice that faults a mapping's pages in at once, writable (Linux 5.14+); the
@@ -285,65 +283,28 @@ def _row_sources(conn, ids: "np.ndarray") -> "np.ndarray":
 
 
 def _batch(conn, after: int, limit: int, whole: bool
-           ) -> tuple[int, "np.ndarray", "np.ndarray", bytes, list[list[str]]] | None:
-    """``(largest id, ids int64, BLOB lengths int64, the BLOBs joined, one list of strings
-    per _COLUMNS)`` of the next ``limit`` rows with an id above ``after``; None when there are
-    none. ``whole``: read them as one aggregate (``_BATCH``; the database's text is UTF-8, so
-    BLOB bytes pass unchanged), else row by row."""
+           ) -> tuple[int, "np.ndarray", "np.ndarray", bytes] | None:
+    """``(largest id, ids int64, BLOB lengths int64, the BLOBs joined)`` of the next
+    ``limit`` rows with an id above ``after``; None when there are none. ``whole``: read
+    them as one aggregate (``_BATCH``; the database's text is UTF-8, so BLOB bytes pass
+    unchanged), else row by row."""
     import numpy as np
 
     if whole:
-        count, last, ids, lengths, blob, *joined = conn.execute(_BATCH, (after, limit)).fetchone()
+        count, last, ids, lengths, blob = conn.execute(_BATCH, (after, limit)).fetchone()
         if not count:
             return None
         got = np.fromstring(ids, dtype=np.int64, sep=",")
         sizes = np.fromstring(lengths or "", dtype=np.int64, sep=",")
-        strings = [(j or "").split(_SEP) for j in joined]
         # SQLite promises no order inside an aggregate: the batch must come back in id order
         if (got.size == sizes.size == count and int(sizes.sum()) == len(blob or b"")
-                and all(len(v) == count for v in strings) and (got[1:] > got[:-1]).all()):
-            return last, got, sizes, blob or b"", strings
+                and (got[1:] > got[:-1]).all()):
+            return last, got, sizes, blob or b""
     rows = conn.execute(_BATCH_ROWS, (after, limit)).fetchall()
     if not rows:
         return None
     return (rows[-1][0], np.array([r[0] for r in rows], dtype=np.int64),
-            np.array([len(r[1]) for r in rows], dtype=np.int64), b"".join(r[1] for r in rows),
-            [[r[c] for r in rows] for c in range(2, 2 + len(_COLUMNS))])
-
-
-class _Numbering:
-    """The values of one column as read, batch by batch, each distinct value numbered in
-    order of first appearance (``add``), and the column's arrays made from them
-    (``values``)."""
-
-    def __init__(self) -> None:
-        self.known: dict[str, int] = {}
-        self.numbers: list["np.ndarray"] = []
-
-    def add(self, values: list[str]) -> None:
-        """Number one batch's values (one per row)."""
-        import numpy as np
-
-        known = self.known
-        for v in dict.fromkeys(values):      # the batch's distinct values, in order
-            known.setdefault(v, len(known))
-        self.numbers.append(np.fromiter(map(known.__getitem__, values), dtype=np.int64,
-                                        count=len(values)))
-
-    def values(self, keep: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
-        """``(distinct values str (d,), int64 (n,) each row's value's number in order of first
-        appearance)`` of the rows ``keep`` leaves (bool, one per row read)."""
-        import numpy as np
-
-        numbers = (np.concatenate(self.numbers) if self.numbers
-                   else np.zeros(0, dtype=np.int64))[keep]
-        distinct = np.array(list(self.known) or [""], dtype=str)
-        if not keep.all():   # a left-out row may have held a value's first appearance
-            held, first, numbers = np.unique(numbers, return_index=True, return_inverse=True)
-            order = np.argsort(first)
-            distinct = distinct[held[order]]
-            numbers = np.argsort(order)[numbers.reshape(-1)]
-        return distinct, numbers
+            np.array([len(r[1]) for r in rows], dtype=np.int64), b"".join(r[1] for r in rows))
 
 
 class NumberedColumn(Sequence[str]):
