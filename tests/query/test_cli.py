@@ -141,6 +141,23 @@ def test_no_index_exits_66(harborlab_pristine, tmp_path):
     assert "ai-index" in out.stderr
 
 
+def test_chunk_numbers_out_of_step_exit_66_naming_the_rebuild(harborlab_pristine,
+                                                              harborlab_index, tmp_path):
+    import shutil
+    import sqlite3
+
+    data = tmp_path / "data"
+    shutil.copytree(harborlab_index, data)
+    settings = query_settings(harborlab_pristine, data)
+    conn = sqlite3.connect(settings.index_path)
+    with conn:   # as a writer without the triggers would leave it
+        conn.execute("DELETE FROM chunk_numbers WHERE id = (SELECT min(id) FROM chunks)")
+    conn.close()
+    out = run(settings, "--search", MOVER)
+    assert out.returncode == 66, out.stderr
+    assert "ai-index --force" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_unreachable_server_prints_search_results_and_exits_69(hl_settings):
     out = run(hl_settings, MOVER)
     assert out.returncode == 69
