@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from varaverk.documents.chunks import Chunk
-from varaverk.index.store.errors import IndexMismatch, IndexMissing
+from varaverk.index.store.errors import IndexCorrupt, IndexMismatch, IndexMissing
 from varaverk.index.store.index import Index
 from varaverk.index.store.records import FileRow, IndexChanges
 from varaverk.index.store.stored_chunk import StoredChunk
@@ -51,6 +51,27 @@ def test_schema_wal_and_migrations(tmp_path, idx):
     conn.close()
     with Index.open(idx.path) as again:  # reopening applies nothing twice
         assert again.meta()["schema_version"] == "6"
+
+
+def test_an_older_schema_is_refused_read_only_and_migrated_by_the_next_writer(tmp_path, idx):
+    _write(idx, [(_chunk("a.md", "Alpha", "alpha text"), _unit([1, 2, 2]))])
+    ids = [c.id for c in idx.chunks_for_path("a.md")]
+    idx.close()
+    conn = sqlite3.connect(idx.path)
+    with conn:   # what schema 5 held
+        for statement in ("DROP TRIGGER numbers_ai", "DROP TRIGGER numbers_ad",
+                          "DROP TRIGGER numbers_au", "DROP TABLE chunk_numbers",
+                          "DROP TABLE row_strings",
+                          "DELETE FROM schema_migrations WHERE version = 6"):
+            conn.execute(statement)
+    conn.close()
+    with pytest.raises(IndexCorrupt, match="schema version 5 .* reads version 6 — run ai-index"):
+        Index.open(idx.path, readonly=True)
+    Index.open(idx.path).close()     # the next writer (ai-index) migrates in place
+    with Index.open(idx.path, readonly=True) as again:
+        assert again.meta()["schema_version"] == "6"
+        assert [c.id for c in again.chunks_for_path("a.md")] == ids
+        assert again.vector_table().paths.tolist() == ["a.md"]
 
 
 def test_readonly_open_of_missing_index_raises(tmp_path):
