@@ -17,7 +17,8 @@ from varaverk.documents.chunks import Chunk
 from varaverk.index.store.errors import IndexCorrupt
 from varaverk.index.store.index import Index
 from varaverk.index.store.records import FileRow, IndexChanges
-from varaverk.index.store.schema import MIGRATIONS, SCHEMA_VERSION, split_sql
+from varaverk.index.store.schema import SCHEMA_VERSION
+from tests.support.older_index import rewrite_at_schema
 
 
 def _chunks(n: int, seed: int) -> list[tuple[Chunk, np.ndarray]]:
@@ -100,27 +101,12 @@ def test_an_index_of_schema_5_gains_its_numbers_when_migrated(tmp_path):
     path = tmp_path / "index.sqlite"
     with Index.open(path) as index:   # made at the current schema, then taken back to 5
         _write(index, _chunks(20, 3))
-    conn = sqlite3.connect(path)
-    rows = conn.execute("SELECT path, kind, section, title, start_line, end_line, part, text, "
-                        "context, meta, vec, source, keywords, label FROM chunks ORDER BY id"
-                        ).fetchall()
-    meta = conn.execute("SELECT key, value FROM meta").fetchall()
-    conn.close()
-    path.unlink()
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT "
-                 "NULL, applied_at TEXT NOT NULL)")
-    for version, name, sql in MIGRATIONS[:5]:
-        for statement in split_sql(sql):
-            conn.execute(statement)
-        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'then')", (version, name))
-    conn.executemany(f"INSERT INTO chunks (path, kind, section, title, start_line, end_line, "
-                     f"part, text, context, meta, vec, source, keywords, label) VALUES "
-                     f"({', '.join('?' * 14)})", rows)
+    conn = rewrite_at_schema(path, 5, ("path", "kind", "section", "title", "start_line",
+                                       "end_line", "part", "text", "context", "meta", "vec",
+                                       "source", "keywords", "label"))
     conn.execute("INSERT INTO chunks (path, kind, section, title, start_line, end_line, text,"
                  " context, vec) VALUES ('odd.md', 'odd', 'Short', 'T', 1, 1, 't', 'c', ?)",
                  (np.ones(3, "<f4").tobytes(),))   # a wrong-length vector: never ranked
-    conn.executemany("INSERT INTO meta VALUES (?, ?)", meta)
     conn.commit()
     conn.close()
     with Index.open(path) as index:   # migrates

@@ -14,9 +14,10 @@ from varaverk.documents.chunks import Chunk
 from varaverk.index.store.index import Index
 from varaverk.index.store.labels import chunk_label, label_text
 from varaverk.index.store.records import FileRow, IndexChanges
-from varaverk.index.store.schema import MIGRATIONS, SCHEMA_VERSION, split_sql
+from varaverk.index.store.schema import SCHEMA_VERSION
 from varaverk.retrieval.caches import TableCache
 from varaverk.retrieval.lexical import LabelBm25, StoredLabelBm25
+from tests.support.older_index import rewrite_at_schema
 
 WORDS = ["backup", "restore", "port", "cache", "factor", "size", "nightly", "mover", "the",
          "of", "Straße", "café", "max_upload_size", "x", "v2.1"]
@@ -101,25 +102,12 @@ def test_a_row_left_out_of_the_vector_table_is_left_out_of_the_label_statistics(
 
 def test_an_index_of_schema_3_gains_its_labels_when_migrated(tmp_path):
     path = tmp_path / "index.sqlite"
+    made = chunks(80, 6)
     with Index.open(path) as index:   # made at the current schema, then taken back to 3
-        write(index, chunks(80, 6))
-    conn = sqlite3.connect(path)
-    rows = conn.execute("SELECT path, kind, section, title, start_line, end_line, part, text, "
-                        "context, meta, vec, source, keywords FROM chunks ORDER BY id").fetchall()
-    meta = conn.execute("SELECT key, value FROM meta").fetchall()
-    conn.close()
-    path.unlink()
-    conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT "
-                 "NULL, applied_at TEXT NOT NULL)")
-    for version, name, sql in MIGRATIONS[:3]:
-        for statement in split_sql(sql):
-            conn.execute(statement)
-        conn.execute("INSERT INTO schema_migrations VALUES (?, ?, 'then')", (version, name))
-    conn.executemany("INSERT INTO chunks (path, kind, section, title, start_line, end_line, "
-                     "part, text, context, meta, vec, source, keywords) VALUES "
-                     "(?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-    conn.executemany("INSERT INTO meta VALUES (?, ?)", meta)
+        write(index, made)
+    conn = rewrite_at_schema(path, 3, ("path", "kind", "section", "title", "start_line",
+                                       "end_line", "part", "text", "context", "meta", "vec",
+                                       "source", "keywords"))
     conn.commit()
     conn.close()
     with Index.open(path) as index:   # migrates
@@ -127,7 +115,7 @@ def test_an_index_of_schema_3_gains_its_labels_when_migrated(tmp_path):
         assert index.fts_search("body", 100)   # the text's full-text index is untouched
         assert_same_scores(index)
         # New rows are labelled by their own write.
-        write(index, chunks(30, 7)[:10], replace_chunks_of=[rows[0][0]])
+        write(index, chunks(30, 7)[:10], replace_chunks_of=[made[0].path])
         assert_same_scores(index)
 
 
