@@ -233,8 +233,8 @@ def _vector_block(conn, dim: int
     return ids[:at], matrix[:at], keep, excluded
 
 
-# madvise(2) advice that faults a mapping's pages in at once, writable (Linux 5.14+); the
-# Python 3.11 mmap module has no name for it.
+# madvise(2) advice that faults a mapping's pages in at once, writable (Linux 5.14+, the same
+# number on every architecture); the Python 3.11 mmap module has no name for it.
 _MADV_POPULATE_WRITE = 23
 
 
@@ -254,7 +254,7 @@ def _zeroed_matrix(rows: int, dim: int) -> "np.ndarray":
     pages = mmap.mmap(-1, rows * dim * 4)
     if sys.platform.startswith("linux"):
         try:
-            pages.madvise(_MADV_POPULATE_WRITE)
+            pages.madvise(getattr(mmap, "MADV_POPULATE_WRITE", _MADV_POPULATE_WRITE))
         except OSError:     # an older kernel: the pages fault in as they are written
             pass
     return np.frombuffer(pages, dtype="<f4").reshape(rows, dim)
