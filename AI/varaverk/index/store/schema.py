@@ -35,6 +35,10 @@ right after its script (``BACKFILLS``). After them the file holds:
   phrase, so ``--force-delete`` still matches exactly those words in that order.
 * ``labels_fts``: FTS5 over ``chunks.label`` (external content, kept in step by triggers on
   insert and delete; a label never changes in place): the label BM25's lengths and postings.
+* ``row_strings(id, value, refs)`` and ``chunk_numbers(id, kind, section, path)``: every
+  distinct kind, section and path of the chunks, with how many of the chunks' columns hold
+  it, and each chunk's three as ids into it (``varaverk.index.store.row_strings``), kept in
+  step by triggers on insert, delete and update; a string no chunk holds is dropped.
 * ``summaries(path, sha256, model, made_at, text)``: one short summary per stored file
   (``varaverk.index.store.summaries``), made from the content whose hash is ``sha256`` by
   ``model`` (``extractive`` or ``backend/model``) at ``made_at`` (UTC, ISO 8601). Kept apart
@@ -56,31 +60,28 @@ FTS_TOKENIZE = "unicode61 remove_diacritics 2 tokenchars '_'"
 _FTS_CONTEXT = ("CASE WHEN {row}.keywords = '' THEN {row}.context "
                 "ELSE {row}.context || char(10) || {row}.keywords END")
 
-# One string of a chunk counted in (``{col}`` of ``new``) or out (of ``old``).
+# One string of a chunk counted in (``{col}`` of ``new``) or out (of ``old``); a row's numbers
+# written; the strings no row refers to any more dropped.
 _REF = ("INSERT INTO row_strings(value, refs) VALUES (new.{col}, 1)"
         " ON CONFLICT(value) DO UPDATE SET refs = refs + 1;")
 _UNREF = "UPDATE row_strings SET refs = refs - 1 WHERE value = old.{col};"
 _NUMBERED = ("kind", "section", "path")
+_REFS = " ".join(_REF.format(col=c) for c in _NUMBERED)
+_UNREFS = " ".join(_UNREF.format(col=c) for c in _NUMBERED)
+_NUMBER = ("INSERT INTO chunk_numbers VALUES (new.id, " + ", ".join(
+    f"(SELECT id FROM row_strings WHERE value = new.{c})" for c in _NUMBERED) + ");")
+_DROP_UNUSED = ("DELETE FROM row_strings WHERE refs <= 0"
+                " AND value IN (old.kind, old.section, old.path);")
 _NUMBERS_TRIGGERS = f"""
         CREATE TRIGGER numbers_ai AFTER INSERT ON chunks BEGIN
-            {" ".join(_REF.format(col=c) for c in _NUMBERED)}
-            INSERT INTO chunk_numbers VALUES (new.id, {", ".join(
-                f"(SELECT id FROM row_strings WHERE value = new.{c})" for c in _NUMBERED)});
+            {_REFS} {_NUMBER}
         END;
         CREATE TRIGGER numbers_ad AFTER DELETE ON chunks BEGIN
-            DELETE FROM chunk_numbers WHERE id = old.id;
-            {" ".join(_UNREF.format(col=c) for c in _NUMBERED)}
-            DELETE FROM row_strings WHERE refs <= 0
-                AND value IN (old.kind, old.section, old.path);
+            DELETE FROM chunk_numbers WHERE id = old.id; {_UNREFS} {_DROP_UNUSED}
         END;
         CREATE TRIGGER numbers_au AFTER UPDATE OF id, kind, section, path ON chunks BEGIN
-            DELETE FROM chunk_numbers WHERE id = old.id;
-            {" ".join(_UNREF.format(col=c) for c in _NUMBERED)}
-            {" ".join(_REF.format(col=c) for c in _NUMBERED)}
-            DELETE FROM row_strings WHERE refs <= 0
-                AND value IN (old.kind, old.section, old.path);
-            INSERT INTO chunk_numbers VALUES (new.id, {", ".join(
-                f"(SELECT id FROM row_strings WHERE value = new.{c})" for c in _NUMBERED)});
+            DELETE FROM chunk_numbers WHERE id = old.id; {_UNREFS} {_REFS} {_DROP_UNUSED}
+            {_NUMBER}
         END;"""
 
 MIGRATIONS: list[tuple[int, str, str]] = [
