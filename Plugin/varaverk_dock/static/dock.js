@@ -13,7 +13,7 @@
   // turn: the turn this page follows now (turns.js), or null. view: bumped whenever the
   // page changes conversation, so a late reply for an earlier view is dropped.
   const state = { chatId: null, turn: null, view: 0, profiles: {}, logsLoadedFor: null,
-                  bugDraft: null };
+                  bugDraft: null, memoryStatus: null, memoryEnabled: false };
   const R = window.VaraverkRender;
   let turns = null;  // turns.js: asking, following, stopping (wired at the end)
   let memoryView = null;  // memory.js: the long-term memory dialog (wired at the end)
@@ -451,7 +451,7 @@
 
   async function deleteChat(id, title) {
     if (!window.confirm("Delete the conversation “" + title + "”?")) return;
-    const forget = state.memoryEnabled &&
+    const forget = (await memoryStatus()) &&
       window.confirm("Also forget what long-term memory kept from it?");
     if (state.chatId === id) {  // stop its answer first, so nothing is saved into it
       if (turns.busyIn(id)) await turns.stop();
@@ -689,8 +689,17 @@
       body.profiles.forEach((p) => { state.profiles[p.name] = p; });
     } catch (e) { /* the select already lists them */ }
     syncProfileControls();
-    try { state.memoryEnabled = (await apiJson("/api/memory")).enabled; } catch (e) { /* off */ }
+    state.memoryEnabled = await memoryStatus();
     memoryView.enable(state.memoryEnabled);
+  }
+
+  // Whether long-term memory is on, asked once: a chat deleted before the answer arrives
+  // waits for it, so its "also forget" question is never skipped.
+  function memoryStatus() {
+    if (!state.memoryStatus) {
+      state.memoryStatus = apiJson("/api/memory").then((b) => b.enabled, () => false);
+    }
+    return state.memoryStatus;
   }
 
   // ── wiring ─────────────────────────────────────────────────────────────────────────────
