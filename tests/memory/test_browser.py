@@ -33,6 +33,22 @@ def _ask(page, question: str) -> None:
         "answer streaming", timeout=20_000)
 
 
+def _told_a_fact(pw, dock) -> tuple:
+    """``(browser, page, dialogs, errors)``: the dock's page in a new headless Chromium,
+    every dialog's message collected and accepted, every page error collected, after one
+    turn of the chat profile told it a fact about the NAS."""
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.accept()))
+    page.goto(dock.url + "/")
+    page.select_option("#profile", "chat")
+    _ask(page, "Remember this: my NAS is the Synology DS923 at 192.168.1.20.")
+    return browser, page, dialogs, errors
+
+
 def test_the_page_shows_saves_and_forgets_memories(settings, tmp_path):
     playwright_api = pytest.importorskip("playwright.sync_api")
     from playwright.sync_api import expect
@@ -41,20 +57,8 @@ def test_the_page_shows_saves_and_forgets_memories(settings, tmp_path):
                       tmp_path)
     try:
         with playwright_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            page = browser.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            dialogs: list[str] = []
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.accept()))
-            page.goto(dock.url + "/")
-            page.select_option("#profile", "chat")
-            _ask(page, "Remember this: my NAS is the Synology DS923 at 192.168.1.20.")
-            deadline = time.monotonic() + 30
-            while not httpx.get(dock.url + "/api/memory").json()["conversations"]:
-                assert time.monotonic() < deadline, "the turn was not remembered"
-                time.sleep(0.2)
-            [first] = httpx.get(dock.url + "/api/memory").json()["conversations"]
+            browser, page, dialogs, errors = _told_a_fact(pw, dock)
+            [first] = _wait_remembered(dock.url)
 
             page.click("#new-chat")
             page.select_option("#profile", "chat")
@@ -94,13 +98,7 @@ def test_a_delete_before_the_memory_status_arrives_still_asks_to_forget(settings
                       tmp_path)
     try:
         with playwright_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            page = browser.new_page()
-            dialogs: list[str] = []
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.accept()))
-            page.goto(dock.url + "/")
-            page.select_option("#profile", "chat")
-            _ask(page, "Remember this: my NAS is the Synology DS923 at 192.168.1.20.")
+            browser, page, dialogs, errors = _told_a_fact(pw, dock)
             _wait_remembered(dock.url)
             held: list = []     # the status requests, answered only after the delete
 
@@ -125,6 +123,7 @@ def test_a_delete_before_the_memory_status_arrives_still_asks_to_forget(settings
             assert dialogs[-1] == "Also forget what long-term memory kept from it?"
             assert httpx.get(dock.url + "/api/memory").json()["conversations"] == []
             browser.close()
+            assert errors == [], errors
     finally:
         dock.stop()
 
