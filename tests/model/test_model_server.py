@@ -47,3 +47,24 @@ def test_fail_next_then_recovers(model_server):
     model_server.fail_next("/api/tags", 503, {"error": "busy"}, times=2)
     codes = [httpx.get(model_server.base_url + "/api/tags").status_code for _ in range(3)]
     assert codes == [503, 503, 200]
+
+
+def test_a_client_that_hangs_up_mid_stream_prints_no_traceback(model_server, capfd):
+    # A traceback printed in the server's thread runs ast.parse there (Python 3.11 marks the
+    # failing expression with it), while the test's own thread may be parsing too: CPython
+    # gh-106905 then failed the other parse with "AST constructor recursion depth mismatch".
+    import socket
+    import time
+
+    model_server.delta_delay = 0.05
+    with socket.create_connection(("127.0.0.1", model_server.port)) as conn:
+        body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+        conn.sendall(b"POST /api/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        conn.recv(64)       # the stream has begun
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    deadline = time.monotonic() + 5
+    while model_server.requests[-1].path != "/api/chat" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)     # the rest of the deltas meet the closed socket
+    assert "Traceback" not in capfd.readouterr().err
