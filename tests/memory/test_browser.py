@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 
 import httpx
 import pytest
@@ -33,99 +34,89 @@ def _ask(page, question: str) -> None:
         "answer streaming", timeout=20_000)
 
 
-def _told_a_fact(pw, dock) -> tuple:
-    """``(browser, page, dialogs, errors)``: the dock's page in a new headless Chromium,
-    every dialog's message collected and accepted, every page error collected, after one
-    turn of the chat profile told it a fact about the NAS."""
-    browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-    page = browser.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    dialogs: list[str] = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.accept()))
-    page.goto(dock.url + "/")
-    page.select_option("#profile", "chat")
-    _ask(page, "Remember this: my NAS is the Synology DS923 at 192.168.1.20.")
-    return browser, page, dialogs, errors
-
-
-def test_the_page_shows_saves_and_forgets_memories(settings, tmp_path):
+@contextmanager
+def _told_a_fact(settings, tmp_path):
+    """``(dock, page, dialogs, errors)``: a dock with memory on (extractive digest) and its
+    page in a new headless Chromium, every dialog's message collected and accepted, every page
+    error collected, after one turn of the chat profile told it a fact about the NAS; the
+    browser closed and the dock stopped on leaving."""
     playwright_api = pytest.importorskip("playwright.sync_api")
-    from playwright.sync_api import expect
-
     dock = start_dock(settings.replace(ai_memory_enabled=True, ai_memory_digest="extractive"),
                       tmp_path)
     try:
         with playwright_api.sync_playwright() as pw:
-            browser, page, dialogs, errors = _told_a_fact(pw, dock)
-            [first] = _wait_remembered(dock.url)
-
-            page.click("#new-chat")
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            dialogs: list[str] = []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.accept()))
+            page.goto(dock.url + "/")
             page.select_option("#profile", "chat")
-            _ask(page, "Which Synology DS923 is my NAS?")
-            badge = page.locator(".msg.assistant .badge.memory").last
-            expect(badge).to_contain_text("remembered from ")
-            expect(badge).to_contain_text("my NAS is the Synology DS923")
-            page.reload()
-            expect(page.locator(".msg.assistant .badge.memory").last) \
-                .to_contain_text("my NAS is the Synology DS923")
-
-            # By its title: two chats updated in the same second may list in either order.
-            told = page.locator(".chat-list li", has_text="Remember this")
-            told.hover()  # the delete button shows on hover
-            told.locator(".chat-delete").click()
-            expect(page.locator(".chat-list li")).to_have_count(1)
-            assert dialogs[-1] == "Also forget what long-term memory kept from it?"
-            kept = [c["id"] for c in httpx.get(dock.url + "/api/memory").json()["conversations"]]
-            assert first["id"] not in kept  # the second chat's own memory may stay
+            _ask(page, "Remember this: my NAS is the Synology DS923 at 192.168.1.20.")
+            yield dock, page, dialogs, errors
             browser.close()
-            assert errors == [], errors
     finally:
         dock.stop()
 
 
-# Memory text is untrusted: markup in what was said must show as text, never become elements.
-HOSTILE = "<img src=x onerror=alert(1)><b>bold</b>"
+def test_the_page_shows_saves_and_forgets_memories(settings, tmp_path):
+    with _told_a_fact(settings, tmp_path) as (dock, page, dialogs, errors):
+        from playwright.sync_api import expect     # there once _told_a_fact did not skip
+        [first] = _wait_remembered(dock.url)
+
+        page.click("#new-chat")
+        page.select_option("#profile", "chat")
+        _ask(page, "Which Synology DS923 is my NAS?")
+        badge = page.locator(".msg.assistant .badge.memory").last
+        expect(badge).to_contain_text("remembered from ")
+        expect(badge).to_contain_text("my NAS is the Synology DS923")
+        page.reload()
+        expect(page.locator(".msg.assistant .badge.memory").last) \
+            .to_contain_text("my NAS is the Synology DS923")
+
+        # By its title: two chats updated in the same second may list in either order.
+        told = page.locator(".chat-list li", has_text="Remember this")
+        told.hover()  # the delete button shows on hover
+        told.locator(".chat-delete").click()
+        expect(page.locator(".chat-list li")).to_have_count(1)
+        assert dialogs[-1] == "Also forget what long-term memory kept from it?"
+        kept = [c["id"] for c in httpx.get(dock.url + "/api/memory").json()["conversations"]]
+        assert first["id"] not in kept  # the second chat's own memory may stay
+        assert errors == [], errors
 
 
 def test_a_delete_before_the_memory_status_arrives_still_asks_to_forget(settings, tmp_path):
     # The page learns whether memory is on from /api/memory after loading; a chat deleted
     # before that answer came skipped the "also forget" question (flaky under load).
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    from playwright.sync_api import expect
+    with _told_a_fact(settings, tmp_path) as (dock, page, dialogs, errors):
+        from playwright.sync_api import expect
+        _wait_remembered(dock.url)
+        held: list = []         # the status requests, answered only after the delete
+        released: list = []     # not empty once they are answered
 
-    dock = start_dock(settings.replace(ai_memory_enabled=True, ai_memory_digest="extractive"),
-                      tmp_path)
-    try:
-        with playwright_api.sync_playwright() as pw:
-            browser, page, dialogs, errors = _told_a_fact(pw, dock)
-            _wait_remembered(dock.url)
-            held: list = []     # the status requests, answered only after the delete
+        def hold(route):
+            (route.continue_ if released else held.append)(route)
+        page.route("**/api/memory", hold)
+        page.reload()
+        told = page.locator(".chat-list li", has_text="Remember this")
+        told.hover()
+        told.locator(".chat-delete").click()
+        expect(page.locator(".chat-list li", has_text="Remember this")).to_have_count(1)
+        assert dialogs == ["Delete the conversation “Remember this: my NAS is the "
+                           "Synology DS923 at 192.168.1.20.”?"]
+        assert held, "the page did not ask /api/memory"
+        released.append(True)
+        for route in held:
+            route.continue_()
+        expect(page.locator(".chat-list li", has_text="Remember this")).to_have_count(0)
+        assert dialogs[-1] == "Also forget what long-term memory kept from it?"
+        assert httpx.get(dock.url + "/api/memory").json()["conversations"] == []
+        assert errors == [], errors
 
-            def hold(route):
-                if held and held[-1] is None:   # released: answer at once
-                    route.continue_()
-                else:
-                    held.append(route)
-            page.route("**/api/memory", hold)
-            page.reload()
-            told = page.locator(".chat-list li", has_text="Remember this")
-            told.hover()
-            told.locator(".chat-delete").click()
-            expect(page.locator(".chat-list li", has_text="Remember this")).to_have_count(1)
-            assert dialogs == ["Delete the conversation “Remember this: my NAS is the "
-                               "Synology DS923 at 192.168.1.20.”?"]
-            assert held, "the page did not ask /api/memory"
-            for route in list(held):
-                route.continue_()
-            held.append(None)
-            expect(page.locator(".chat-list li", has_text="Remember this")).to_have_count(0)
-            assert dialogs[-1] == "Also forget what long-term memory kept from it?"
-            assert httpx.get(dock.url + "/api/memory").json()["conversations"] == []
-            browser.close()
-            assert errors == [], errors
-    finally:
-        dock.stop()
+
+# Memory text is untrusted: markup in what was said must show as text, never become elements.
+HOSTILE = "<img src=x onerror=alert(1)><b>bold</b>"
 
 
 def _wait_remembered(url: str) -> list[dict]:
