@@ -12,22 +12,21 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 from varaverk.index.store.errors import IndexCorrupt
+from varaverk.index.store.schema import NUMBERED_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-# The columns numbered, in ``chunk_numbers``'s order.
-COLUMNS = ("kind", "section", "path")
 # Between the distinct strings in one aggregate (a string holding it is read row by row).
 _SEP = "\x1f"
 
 
 def numbered_columns(conn: sqlite3.Connection, ids: "np.ndarray"
                      ) -> list[tuple["np.ndarray", "np.ndarray"]]:
-    """Per ``COLUMNS``, ``(distinct values str (d,), int64 (n,) each row's value's number)``
-    for the chunks ``ids`` (int64 ascending; read in the caller's transaction), each
-    column's values numbered in order of first appearance among ``ids`` (the first row's is
-    0; with no rows, ``distinct`` is ``[""]``).
+    """Per ``NUMBERED_COLUMNS`` (kind, section, path), ``(distinct values str (d,), int64
+    (n,) each row's value's number)`` for the chunks ``ids`` (int64 ascending; read in the
+    caller's transaction), each column's values numbered in order of first appearance among
+    ``ids`` (the first row's is 0; with no rows, ``distinct`` is ``[""]``).
 
     Raises IndexCorrupt when ``chunk_numbers`` lacks one of ``ids`` (a file written without
     its triggers: ``ai-index --force`` rebuilds it).
@@ -35,7 +34,8 @@ def numbered_columns(conn: sqlite3.Connection, ids: "np.ndarray"
     import numpy as np
 
     count, held, *codes = conn.execute(
-        "SELECT count(*), group_concat(id), " + ", ".join(f"group_concat({c})" for c in COLUMNS)
+        "SELECT count(*), group_concat(id), "
+        + ", ".join(f"group_concat({c})" for c in NUMBERED_COLUMNS)
         + " FROM (SELECT * FROM chunk_numbers ORDER BY id)").fetchone()
     held = _ints(held)
     rows = np.minimum(np.searchsorted(held, ids), max(held.size - 1, 0))

@@ -65,11 +65,12 @@ _FTS_CONTEXT = ("CASE WHEN {row}.keywords = '' THEN {row}.context "
 _REF = ("INSERT INTO row_strings(value, refs) VALUES (new.{col}, 1)"
         " ON CONFLICT(value) DO UPDATE SET refs = refs + 1;")
 _UNREF = "UPDATE row_strings SET refs = refs - 1 WHERE value = old.{col};"
-_NUMBERED = ("kind", "section", "path")
-_REFS = " ".join(_REF.format(col=c) for c in _NUMBERED)
-_UNREFS = " ".join(_UNREF.format(col=c) for c in _NUMBERED)
+# The chunk columns stored as numbers, in ``chunk_numbers``'s order (``row_strings`` reads them).
+NUMBERED_COLUMNS = ("kind", "section", "path")
+_REFS = " ".join(_REF.format(col=c) for c in NUMBERED_COLUMNS)
+_UNREFS = " ".join(_UNREF.format(col=c) for c in NUMBERED_COLUMNS)
 _NUMBER = ("INSERT INTO chunk_numbers VALUES (new.id, " + ", ".join(
-    f"(SELECT id FROM row_strings WHERE value = new.{c})" for c in _NUMBERED) + ");")
+    f"(SELECT id FROM row_strings WHERE value = new.{c})" for c in NUMBERED_COLUMNS) + ");")
 _DROP_UNUSED = ("DELETE FROM row_strings WHERE refs <= 0"
                 " AND value IN (old.kind, old.section, old.path);")
 _NUMBERS_TRIGGERS = f"""
