@@ -60,7 +60,9 @@ def test_twenty_concurrent_asks_all_complete_with_twenty_ledger_rows(running_doc
         t.join(timeout=120)
     errors = [r for r in results if not isinstance(r, list)]
     assert errors == []
-    assert all([e["type"] for e in r][-2:] == ["done", "saved"] for r in results)
+    endings = [[(e["type"], e.get("data")) for e in r][-2:] for r in results]
+    assert all([kind for kind, _ in ending] == ["done", "saved"] for ending in endings), \
+        [ending for ending in endings if [kind for kind, _ in ending] != ["done", "saved"]]
     rows, problems = read_rows(running_dock.settings.token_db_path)
     assert problems == [] and len(rows) == 20
     assert {(r.host, r.profile, r.source, r.completion_tokens, r.tok_s) for r in rows} == {
